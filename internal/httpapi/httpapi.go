@@ -1,0 +1,163 @@
+// Package httpapi holds the HTTP conventions both daemons share (PROTOCOL.md
+// §C.1): the V1 response shape, the plain-text endpoints, router error pages
+// and a server with sane timeouts.
+package httpapi
+
+import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/julienschmidt/httprouter"
+)
+
+// Err is an API error: Code is the HTTP status, Text the NSQ message token.
+type Err struct {
+	Code int
+	Text string
+}
+
+func (e Err) Error() string { return e.Text }
+
+// Handler returns a payload or an error. A string or []byte payload is sent
+// raw, nil means an empty 200, anything else is JSON.
+type Handler func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) (any, error)
+
+// V1 adapts h to NSQ's V1 response conventions.
+func V1(h Handler) httprouter.Handle {
+	return func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+		data, err := h(w, r, ps)
+		if err != nil {
+			RespondV1(w, statusOf(err), err)
+			return
+		}
+		RespondV1(w, http.StatusOK, data)
+	}
+}
+
+// PlainText adapts h to a bare text response without the NSQ header.
+func PlainText(h Handler) httprouter.Handle {
+	return func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+		data, err := h(w, r, ps)
+		code := http.StatusOK
+		if err != nil {
+			code = statusOf(err)
+			data = err.Error()
+		}
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.WriteHeader(code)
+		switch d := data.(type) {
+		case string:
+			_, _ = w.Write([]byte(d))
+		case []byte:
+			_, _ = w.Write(d)
+		}
+	}
+}
+
+func statusOf(err error) int {
+	if e, ok := err.(Err); ok {
+		return e.Code
+	}
+	return http.StatusInternalServerError
+}
+
+// RespondV1 writes data (or an error) in the V1 shape.
+func RespondV1(w http.ResponseWriter, code int, data any) {
+	var body []byte
+	isJSON := false
+	switch d := data.(type) {
+	case nil:
+	case string:
+		body = []byte(d)
+	case []byte:
+		body = d
+	case Err:
+		isJSON = true
+		body, _ = json.Marshal(struct {
+			Message string `json:"message"`
+		}{d.Text})
+	case error:
+		isJSON = true
+		body, _ = json.Marshal(struct {
+			Message string `json:"message"`
+		}{d.Error()})
+	default:
+		isJSON = true
+		var err error
+		body, err = json.Marshal(d)
+		if err != nil {
+			code = http.StatusInternalServerError
+			body = []byte(`{"message":"INTERNAL_ERROR"}`)
+		}
+	}
+	w.Header().Set("X-NSQ-Content-Type", "nsq; version=1.0")
+	if isJSON {
+		w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	}
+	w.WriteHeader(code)
+	_, _ = w.Write(body)
+}
+
+// NewRouter returns a router whose 404, 405 and panic answers follow §C.1.
+func NewRouter(logger *slog.Logger) *httprouter.Router {
+	r := httprouter.New()
+	r.HandleMethodNotAllowed = true
+	r.RedirectTrailingSlash = false
+	r.RedirectFixedPath = false
+	r.NotFound = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		RespondV1(w, http.StatusNotFound, Err{http.StatusNotFound, "NOT_FOUND"})
+	})
+	r.MethodNotAllowed = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		RespondV1(w, http.StatusMethodNotAllowed, Err{http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED"})
+	})
+	r.PanicHandler = func(w http.ResponseWriter, req *http.Request, p any) {
+		logger.Error("http handler panic", "path", req.URL.Path, "panic", fmt.Sprint(p))
+		RespondV1(w, http.StatusInternalServerError, Err{http.StatusInternalServerError, "INTERNAL_ERROR"})
+	}
+	return r
+}
+
+// Limits of the daemons' HTTP servers. NSQ sets none, which lets a slow
+// client hold a connection and its buffers forever (PROTOCOL.md §K).
+const (
+	ReadHeaderTimeout = 10 * time.Second
+	ReadTimeout       = 60 * time.Second
+	WriteTimeout      = 60 * time.Second
+	IdleTimeout       = 120 * time.Second
+	MaxHeaderBytes    = 64 << 10
+)
+
+// NewServer wraps h in an http.Server with the limits above.
+func NewServer(h http.Handler, logger *slog.Logger) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: ReadHeaderTimeout,
+		ReadTimeout:       ReadTimeout,
+		WriteTimeout:      WriteTimeout,
+		IdleTimeout:       IdleTimeout,
+		MaxHeaderBytes:    MaxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+}
+
+// Serve runs srv on l until it is shut down; the expected close error is not
+// reported.
+func Serve(srv *http.Server, l net.Listener) error {
+	if err := srv.Serve(l); err != nil && err != http.ErrServerClosed {
+		return err
+	}
+	return nil
+}
+
+// Query returns the named URL query parameter, or a 400 missing-arg error.
+func Query(r *http.Request, key, missing string) (string, error) {
+	v := r.URL.Query().Get(key)
+	if v == "" {
+		return "", Err{http.StatusBadRequest, missing}
+	}
+	return v, nil
+}

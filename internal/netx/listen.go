@@ -1,0 +1,44 @@
+// Package netx opens the daemons' listeners.
+package netx
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"strings"
+)
+
+// IsUnixPath reports whether addr names a unix socket path rather than
+// host:port. NSQ treats anything with a slash, or without a colon, as a path.
+func IsUnixPath(addr string) bool {
+	return strings.Contains(addr, "/") || !strings.Contains(addr, ":")
+}
+
+// Listen opens a TCP listener for host:port or a unix socket for a path,
+// removing a stale socket file first so a restart after a crash can bind.
+func Listen(addr string) (net.Listener, error) {
+	if IsUnixPath(addr) {
+		if fi, err := os.Stat(addr); err == nil && fi.Mode()&os.ModeSocket != 0 {
+			_ = os.Remove(addr)
+		}
+		l, err := net.Listen("unix", addr)
+		if err != nil {
+			return nil, fmt.Errorf("listen unix %s: %w", addr, err)
+		}
+		return l, nil
+	}
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen tcp %s: %w", addr, err)
+	}
+	return l, nil
+}
+
+// Port returns the TCP port of a listener, or -1 for a unix socket (as NSQ's
+// /info reports it).
+func Port(l net.Listener) int {
+	if a, ok := l.Addr().(*net.TCPAddr); ok {
+		return a.Port
+	}
+	return -1
+}

@@ -1,0 +1,271 @@
+package lookupd
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/julienschmidt/httprouter"
+
+	"github.com/nsqgo/nsq/internal/httpapi"
+	"github.com/nsqgo/nsq/internal/names"
+	"github.com/nsqgo/nsq/internal/version"
+)
+
+// httpServer answers the discovery API (PROTOCOL.md §C.3). It holds no state
+// of its own: everything is in the DB.
+type httpServer struct {
+	db     *RegistrationDB
+	opts   *Options // read-only
+	logger *slog.Logger
+}
+
+// newHTTPHandler returns the API's router.
+func newHTTPHandler(db *RegistrationDB, opts *Options, logger *slog.Logger) http.Handler {
+	s := &httpServer{db: db, opts: opts, logger: logger}
+	r := httpapi.NewRouter(logger)
+	r.GET("/ping", httpapi.PlainText(s.ping))
+	r.GET("/info", httpapi.V1(s.info))
+
+	r.GET("/debug", httpapi.V1(s.debug))
+	r.GET("/lookup", httpapi.V1(s.lookup))
+	r.GET("/topics", httpapi.V1(s.topics))
+	r.GET("/channels", httpapi.V1(s.channels))
+	r.GET("/nodes", httpapi.V1(s.nodes))
+
+	r.POST("/topic/create", httpapi.V1(s.createTopic))
+	r.POST("/topic/delete", httpapi.V1(s.deleteTopic))
+	r.POST("/channel/create", httpapi.V1(s.createChannel))
+	r.POST("/channel/delete", httpapi.V1(s.deleteChannel))
+	r.POST("/topic/tombstone", httpapi.V1(s.tombstoneTopicProducer))
+
+	addPprof(r)
+	return logRequests(r, logger)
+}
+
+// logRequests logs each request at debug level. NSQ logs them at info, which
+// floods the log of a busy lookupd; the wrapper costs nothing when off.
+func logRequests(h http.Handler, logger *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !logger.Enabled(r.Context(), slog.LevelDebug) {
+			h.ServeHTTP(w, r)
+			return
+		}
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		h.ServeHTTP(sw, r)
+		logger.LogAttrs(context.Background(), slog.LevelDebug, "HTTP request",
+			slog.Int("status", sw.status), slog.String("method", r.Method),
+			slog.String("uri", r.URL.RequestURI()), slog.String("remote", r.RemoteAddr),
+			slog.Duration("elapsed", time.Since(start)))
+	})
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	w.status = code
+	w.ResponseWriter.WriteHeader(code)
+}
+
+// queryParams parses the URL query strictly, as NSQ does: a malformed query
+// is 400 INVALID_REQUEST rather than silently dropped pairs.
+func queryParams(r *http.Request) (url.Values, error) {
+	v, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return nil, httpapi.Err{Code: http.StatusBadRequest, Text: "INVALID_REQUEST"}
+	}
+	return v, nil
+}
+
+// param returns the first value of key. Only an absent key is "missing"; a
+// present empty value is returned as "" so that name validation reports it
+// (NSQ: /topic/create?topic= is INVALID_ARG_TOPIC, /lookup?topic= is
+// TOPIC_NOT_FOUND).
+func param(v url.Values, key, missing string) (string, error) {
+	vs, ok := v[key]
+	if !ok || len(vs) == 0 {
+		return "", httpapi.Err{Code: http.StatusBadRequest, Text: missing}
+	}
+	return vs[0], nil
+}
+
+// topicChannelParams reads and validates topic and channel, in NSQ's order.
+func topicChannelParams(r *http.Request) (topic, channel string, err error) {
+	v, err := queryParams(r)
+	if err != nil {
+		return "", "", err
+	}
+	if topic, err = param(v, "topic", "MISSING_ARG_TOPIC"); err != nil {
+		return "", "", err
+	}
+	if !names.Valid(topic) {
+		return "", "", httpapi.Err{Code: http.StatusBadRequest, Text: "INVALID_ARG_TOPIC"}
+	}
+	if channel, err = param(v, "channel", "MISSING_ARG_CHANNEL"); err != nil {
+		return "", "", err
+	}
+	if !names.Valid(channel) {
+		return "", "", httpapi.Err{Code: http.StatusBadRequest, Text: "INVALID_ARG_CHANNEL"}
+	}
+	return topic, channel, nil
+}
+
+// topicParam reads topic without validating it (NSQ validates only on create).
+func topicParam(r *http.Request) (string, error) {
+	v, err := queryParams(r)
+	if err != nil {
+		return "", err
+	}
+	return param(v, "topic", "MISSING_ARG_TOPIC")
+}
+
+func (s *httpServer) filter() ActiveFilter {
+	return ActiveFilter{
+		Now:               time.Now(),
+		InactiveTimeout:   s.opts.InactiveProducerTimeout,
+		TombstoneLifetime: s.opts.TombstoneLifetime,
+	}
+}
+
+func (s *httpServer) ping(http.ResponseWriter, *http.Request, httprouter.Params) (any, error) {
+	return "OK", nil
+}
+
+func (s *httpServer) info(http.ResponseWriter, *http.Request, httprouter.Params) (any, error) {
+	return struct {
+		Version string `json:"version"`
+	}{version.Version}, nil
+}
+
+// lookupResponse keeps NSQ's key order (its map encodes sorted).
+type lookupResponse struct {
+	Channels  []string   `json:"channels"`
+	Producers []PeerInfo `json:"producers"`
+}
+
+func (s *httpServer) lookup(_ http.ResponseWriter, r *http.Request, _ httprouter.Params) (any, error) {
+	topic, err := topicParam(r)
+	if err != nil {
+		return nil, err
+	}
+	channels, producers, ok := s.db.Lookup(topic, s.filter())
+	if !ok {
+		return nil, httpapi.Err{Code: http.StatusNotFound, Text: "TOPIC_NOT_FOUND"}
+	}
+	return &lookupResponse{Channels: channels, Producers: producers}, nil
+}
+
+func (s *httpServer) topics(http.ResponseWriter, *http.Request, httprouter.Params) (any, error) {
+	return struct {
+		Topics []string `json:"topics"`
+	}{s.db.Topics()}, nil
+}
+
+func (s *httpServer) channels(_ http.ResponseWriter, r *http.Request, _ httprouter.Params) (any, error) {
+	topic, err := topicParam(r)
+	if err != nil {
+		return nil, err
+	}
+	return struct {
+		Channels []string `json:"channels"`
+	}{s.db.Channels(topic)}, nil
+}
+
+func (s *httpServer) nodes(http.ResponseWriter, *http.Request, httprouter.Params) (any, error) {
+	return struct {
+		Producers []Node `json:"producers"`
+	}{s.db.Nodes(s.filter())}, nil
+}
+
+func (s *httpServer) debug(http.ResponseWriter, *http.Request, httprouter.Params) (any, error) {
+	return s.db.Debug(), nil
+}
+
+func (s *httpServer) createTopic(_ http.ResponseWriter, r *http.Request, _ httprouter.Params) (any, error) {
+	topic, err := topicParam(r)
+	if err != nil {
+		return nil, err
+	}
+	if !names.Valid(topic) {
+		return nil, httpapi.Err{Code: http.StatusBadRequest, Text: "INVALID_ARG_TOPIC"}
+	}
+	s.logger.Info("DB: adding topic", "topic", topic)
+	s.db.AddRegistration(Registration{CategoryTopic, topic, ""})
+	return nil, nil
+}
+
+// deleteTopic removes the topic and its channels whoever produces them; it
+// neither validates the name nor reports an unknown topic, as in NSQ.
+func (s *httpServer) deleteTopic(_ http.ResponseWriter, r *http.Request, _ httprouter.Params) (any, error) {
+	topic, err := topicParam(r)
+	if err != nil {
+		return nil, err
+	}
+	for _, reg := range s.db.FindRegistrations(CategoryChannel, topic, Wildcard) {
+		s.logger.Info("DB: removing channel", "topic", topic, "channel", reg.SubKey)
+		s.db.RemoveRegistration(reg)
+	}
+	for _, reg := range s.db.FindRegistrations(CategoryTopic, topic, "") {
+		s.logger.Info("DB: removing topic", "topic", topic)
+		s.db.RemoveRegistration(reg)
+	}
+	return nil, nil
+}
+
+func (s *httpServer) createChannel(_ http.ResponseWriter, r *http.Request, _ httprouter.Params) (any, error) {
+	topic, channel, err := topicChannelParams(r)
+	if err != nil {
+		return nil, err
+	}
+	s.logger.Info("DB: adding channel", "topic", topic, "channel", channel)
+	s.db.AddRegistration(Registration{CategoryChannel, topic, channel})
+	s.db.AddRegistration(Registration{CategoryTopic, topic, ""})
+	return nil, nil
+}
+
+func (s *httpServer) deleteChannel(_ http.ResponseWriter, r *http.Request, _ httprouter.Params) (any, error) {
+	topic, channel, err := topicChannelParams(r)
+	if err != nil {
+		return nil, err
+	}
+	regs := s.db.FindRegistrations(CategoryChannel, topic, channel)
+	if len(regs) == 0 {
+		return nil, httpapi.Err{Code: http.StatusNotFound, Text: "CHANNEL_NOT_FOUND"}
+	}
+	for _, reg := range regs {
+		s.logger.Info("DB: removing channel", "topic", topic, "channel", channel)
+		s.db.RemoveRegistration(reg)
+	}
+	return nil, nil
+}
+
+// tombstoneTopicProducer hides node's producer of topic from /lookup for
+// --tombstone-lifetime, so consumers stop connecting to it while the topic
+// is being deleted there. node is "<broadcast_address>:<http_port>" joined
+// with a bare colon, as NSQ does (no brackets for IPv6).
+func (s *httpServer) tombstoneTopicProducer(_ http.ResponseWriter, r *http.Request, _ httprouter.Params) (any, error) {
+	v, err := queryParams(r)
+	if err != nil {
+		return nil, err
+	}
+	topic, err := param(v, "topic", "MISSING_ARG_TOPIC")
+	if err != nil {
+		return nil, err
+	}
+	node, err := param(v, "node", "MISSING_ARG_NODE")
+	if err != nil {
+		return nil, err
+	}
+	s.logger.Info("DB: setting tombstone", "node", node, "topic", topic)
+	s.db.TombstoneProducers(Registration{CategoryTopic, topic, ""}, func(p PeerInfo) bool {
+		return fmt.Sprintf("%s:%d", p.BroadcastAddress, p.HTTPPort) == node
+	}, time.Now())
+	return nil, nil
+}

@@ -1,0 +1,83 @@
+package nsqd
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/nsqgo/nsq/internal/diskqueue"
+)
+
+// backendQueue is where a topic or channel keeps the messages that do not
+// fit in memory: a disk queue, or for #ephemeral queues nothing at all.
+type backendQueue interface {
+	Put(rec []byte) error
+	PutBatch(recs [][]byte) error
+	Next() ([]byte, error) // diskqueue.ErrEmpty when there is nothing
+	Depth() int64
+	Sync() error
+	Close() error
+	Delete() error
+	Empty() error
+	LastError() error
+}
+
+// queueConfig is the part of Options that every topic and channel needs.
+// One copy is shared by all of them (the lesson of the shared stats
+// descriptor: per-queue metadata stays lean).
+type queueConfig struct {
+	dataPath        string
+	memQueueSize    int64
+	maxBytesPerFile int64
+	syncEvery       int64
+	syncTimeout     time.Duration
+	maxMsgSize      int64
+	msgTimeout      time.Duration
+	maxMsgTimeout   time.Duration
+	logger          *slog.Logger
+}
+
+func newQueueConfig(o *Options, logger *slog.Logger) *queueConfig {
+	return &queueConfig{
+		dataPath:        o.DataPath,
+		memQueueSize:    o.MemQueueSize,
+		maxBytesPerFile: o.MaxBytesPerFile,
+		syncEvery:       o.SyncEvery,
+		syncTimeout:     o.SyncTimeout,
+		maxMsgSize:      o.MaxMsgSize,
+		msgTimeout:      o.MsgTimeout,
+		maxMsgTimeout:   o.MaxMsgTimeout,
+		logger:          logger,
+	}
+}
+
+// openBackend opens the disk queue called name, or the discard backend for
+// an ephemeral queue.
+func (c *queueConfig) openBackend(name string, ephemeral bool) (backendQueue, error) {
+	if ephemeral {
+		return discardBackend{}, nil
+	}
+	return diskqueue.Open(diskqueue.Options{
+		Name:            name,
+		DataPath:        c.dataPath,
+		MaxBytesPerFile: c.maxBytesPerFile,
+		MinMsgSize:      messageHeaderLen,
+		MaxMsgSize:      int32(c.maxMsgSize) + messageHeaderLen,
+		SyncEvery:       c.syncEvery,
+		SyncTimeout:     c.syncTimeout,
+		Logger:          c.logger,
+	})
+}
+
+// discardBackend backs #ephemeral queues: what does not fit in memory is
+// dropped, as in NSQ.
+type discardBackend struct{}
+
+func (discardBackend) Put([]byte) error        { return nil }
+func (discardBackend) PutBatch([][]byte) error { return nil }
+func (discardBackend) Next() ([]byte, error)   { return nil, diskqueue.ErrEmpty }
+func (discardBackend) Depth() int64            { return 0 }
+func (discardBackend) Sync() error             { return nil }
+func (discardBackend) Close() error            { return nil }
+func (discardBackend) Delete() error           { return nil }
+func (discardBackend) Empty() error            { return nil }
+func (discardBackend) LastError() error        { return nil }

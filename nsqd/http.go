@@ -1,0 +1,465 @@
+package nsqd
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/julienschmidt/httprouter"
+
+	"github.com/nsqgo/nsq/internal/httpapi"
+	"github.com/nsqgo/nsq/internal/logging"
+	"github.com/nsqgo/nsq/internal/netx"
+	"github.com/nsqgo/nsq/internal/version"
+	"github.com/nsqgo/nsq/internal/wire"
+)
+
+type httpServer struct {
+	n *NSQD
+}
+
+func newHTTPServer(n *NSQD) *http.Server {
+	s := &httpServer{n: n}
+	r := httpapi.NewRouter(n.log)
+	v1, text := httpapi.V1, httpapi.PlainText
+
+	r.Handle("GET", "/ping", text(s.ping))
+	r.Handle("GET", "/info", v1(s.info))
+	r.Handle("POST", "/pub", v1(s.pub))
+	r.Handle("POST", "/mpub", v1(s.mpub))
+	r.Handle("GET", "/stats", v1(s.stats))
+	r.Handle("POST", "/topic/create", v1(s.topicCreate))
+	r.Handle("POST", "/topic/delete", v1(s.topicDelete))
+	r.Handle("POST", "/topic/empty", v1(s.topicEmpty))
+	r.Handle("POST", "/topic/pause", v1(s.topicPause(true)))
+	r.Handle("POST", "/topic/unpause", v1(s.topicPause(false)))
+	r.Handle("POST", "/channel/create", v1(s.channelCreate))
+	r.Handle("POST", "/channel/delete", v1(s.channelDelete))
+	r.Handle("POST", "/channel/empty", v1(s.channelEmpty))
+	r.Handle("POST", "/channel/pause", v1(s.channelPause(true)))
+	r.Handle("POST", "/channel/unpause", v1(s.channelPause(false)))
+	r.Handle("GET", "/config/:opt", v1(s.getConfig))
+	r.Handle("PUT", "/config/:opt", v1(s.putConfig))
+
+	r.HandlerFunc("GET", "/debug/pprof/", pprof.Index)
+	r.HandlerFunc("GET", "/debug/pprof/cmdline", pprof.Cmdline)
+	r.HandlerFunc("GET", "/debug/pprof/symbol", pprof.Symbol)
+	r.HandlerFunc("POST", "/debug/pprof/symbol", pprof.Symbol)
+	r.HandlerFunc("GET", "/debug/pprof/profile", pprof.Profile)
+	r.HandlerFunc("GET", "/debug/pprof/trace", pprof.Trace)
+	for _, p := range []string{"heap", "goroutine", "block", "threadcreate", "mutex", "allocs"} {
+		r.Handler("GET", "/debug/pprof/"+p, pprof.Handler(p))
+	}
+	r.Handle("PUT", "/debug/setblockrate", text(s.setBlockRate))
+	r.Handle("POST", "/debug/freememory", text(s.freeMemory))
+	return httpapi.NewServer(r, n.log)
+}
+
+func serveHTTP(srv *http.Server, l net.Listener) error { return httpapi.Serve(srv, l) }
+
+func apiErr(code int, text string) error { return httpapi.Err{Code: code, Text: text} }
+
+func (s *httpServer) ping(http.ResponseWriter, *http.Request, httprouter.Params) (any, error) {
+	if err := s.n.Health(); err != nil {
+		return nil, apiErr(http.StatusInternalServerError, "NOK - "+err.Error())
+	}
+	return "OK", nil
+}
+
+func (s *httpServer) info(http.ResponseWriter, *http.Request, httprouter.Params) (any, error) {
+	o := s.n.opts
+	host, _ := hostname()
+	httpPort := -1
+	if s.n.httpListener != nil {
+		httpPort = netx.Port(s.n.httpListener)
+	}
+	return struct {
+		Version              string        `json:"version"`
+		BroadcastAddress     string        `json:"broadcast_address"`
+		Hostname             string        `json:"hostname"`
+		HTTPPort             int           `json:"http_port"`
+		TCPPort              int           `json:"tcp_port"`
+		StartTime            int64         `json:"start_time"`
+		MaxHeartBeatInterval time.Duration `json:"max_heartbeat_interval"`
+		MaxOutBufferSize     int64         `json:"max_output_buffer_size"`
+		MaxOutBufferTimeout  time.Duration `json:"max_output_buffer_timeout"`
+		MaxDeflateLevel      int           `json:"max_deflate_level"`
+	}{version.Version, o.BroadcastAddress, host, httpPort, netx.Port(s.n.tcpListener), s.n.startTime.Unix(),
+		o.MaxHeartbeatInterval, o.MaxOutputBufferSize, o.MaxOutputBufferTimeout, o.MaxDeflateLevel}, nil
+}
+
+// topicFromQuery validates ?topic= and returns (creating) the topic.
+func (s *httpServer) topicFromQuery(r *http.Request) (*Topic, error) {
+	name := r.URL.Query().Get("topic")
+	if name == "" {
+		return nil, apiErr(http.StatusBadRequest, "MISSING_ARG_TOPIC")
+	}
+	if !validName(name) {
+		return nil, apiErr(http.StatusBadRequest, "INVALID_TOPIC")
+	}
+	t, err := s.n.GetTopic(name)
+	if err != nil {
+		return nil, s.publishErr(err)
+	}
+	return t, nil
+}
+
+func (s *httpServer) publishErr(err error) error {
+	if errors.Is(err, errExiting) {
+		return apiErr(http.StatusServiceUnavailable, "EXITING")
+	}
+	return apiErr(http.StatusInternalServerError, "INTERNAL_ERROR")
+}
+
+func (s *httpServer) pub(_ http.ResponseWriter, r *http.Request, _ httprouter.Params) (any, error) {
+	limit := s.n.opts.MaxMsgSize
+	if r.ContentLength > limit {
+		return nil, apiErr(http.StatusRequestEntityTooLarge, "MSG_TOO_BIG")
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
+	if err != nil {
+		return nil, apiErr(http.StatusInternalServerError, "INTERNAL_ERROR")
+	}
+	if int64(len(body)) > limit {
+		return nil, apiErr(http.StatusRequestEntityTooLarge, "MSG_TOO_BIG")
+	}
+	if len(body) == 0 {
+		return nil, apiErr(http.StatusBadRequest, "MSG_EMPTY")
+	}
+	var deferFor time.Duration
+	if ds := r.URL.Query().Get("defer"); ds != "" {
+		ms, err := strconv.ParseInt(ds, 10, 64)
+		if err != nil || ms < 0 || time.Duration(ms)*time.Millisecond > s.n.opts.MaxReqTimeout {
+			return nil, apiErr(http.StatusBadRequest, "INVALID_DEFER")
+		}
+		deferFor = time.Duration(ms) * time.Millisecond
+	}
+	t, err := s.topicFromQuery(r)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.n.publish(t, [][]byte{body}, deferFor); err != nil {
+		return nil, s.publishErr(err)
+	}
+	return "OK", nil
+}
+
+func (s *httpServer) mpub(_ http.ResponseWriter, r *http.Request, _ httprouter.Params) (any, error) {
+	o := s.n.opts
+	if r.ContentLength > o.MaxBodySize {
+		return nil, apiErr(http.StatusRequestEntityTooLarge, "BODY_TOO_BIG")
+	}
+	name := r.URL.Query().Get("topic")
+	if name == "" {
+		return nil, apiErr(http.StatusBadRequest, "MISSING_ARG_TOPIC")
+	}
+	if !validName(name) {
+		return nil, apiErr(http.StatusBadRequest, "INVALID_TOPIC")
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, o.MaxBodySize+1))
+	if err != nil {
+		return nil, apiErr(http.StatusInternalServerError, "INTERNAL_ERROR")
+	}
+	if int64(len(body)) > o.MaxBodySize {
+		return nil, apiErr(http.StatusRequestEntityTooLarge, "BODY_TOO_BIG")
+	}
+	var bodies [][]byte
+	switch b := r.URL.Query().Get("binary"); b {
+	case "false", "0", "":
+		bodies, err = splitTextMPUB(body, o.MaxMsgSize)
+	default:
+		if b != "true" && b != "1" {
+			s.n.log.Warn("/mpub binary parameter not true/false/1/0, treating as binary", "value", b)
+		}
+		bodies, err = readMPUBParts(bytes.NewReader(body), o.MaxBodySize, o.MaxMsgSize, "MPUB", false)
+		if err != nil {
+			var fe *wire.FatalClientErr
+			if errors.As(err, &fe) {
+				return nil, apiErr(http.StatusRequestEntityTooLarge, strings.TrimPrefix(fe.Code, "E_"))
+			}
+			return nil, err
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	t, err := s.topicFromQuery(r)
+	if err != nil {
+		return nil, err
+	}
+	if len(bodies) == 0 {
+		return "OK", nil
+	}
+	if err := s.n.publish(t, bodies, 0); err != nil {
+		return nil, s.publishErr(err)
+	}
+	return "OK", nil
+}
+
+// splitTextMPUB splits on newlines, skipping empty lines; each message gets
+// its own buffer so one survivor does not pin the whole request body.
+func splitTextMPUB(body []byte, maxMsg int64) ([][]byte, error) {
+	var out [][]byte
+	sc := bufio.NewScanner(bytes.NewReader(body))
+	sc.Buffer(make([]byte, 0, 4096), int(maxMsg)+2)
+	for sc.Scan() {
+		line := sc.Bytes()
+		if len(line) == 0 {
+			continue
+		}
+		if int64(len(line)) > maxMsg {
+			return nil, apiErr(http.StatusRequestEntityTooLarge, "MSG_TOO_BIG")
+		}
+		out = append(out, append([]byte(nil), line...))
+	}
+	if err := sc.Err(); err != nil {
+		if errors.Is(err, bufio.ErrTooLong) {
+			return nil, apiErr(http.StatusRequestEntityTooLarge, "MSG_TOO_BIG")
+		}
+		return nil, apiErr(http.StatusInternalServerError, "INTERNAL_ERROR")
+	}
+	return out, nil
+}
+
+func (s *httpServer) stats(w http.ResponseWriter, r *http.Request, _ httprouter.Params) (any, error) {
+	q := r.URL.Query()
+	topic, channel := q.Get("topic"), q.Get("channel")
+	includeClients := q.Get("include_clients") != "false"
+	includeMem := q.Get("include_mem") != "false"
+	topics := s.n.Stats(topic, channel, includeClients)
+	health := "OK"
+	if err := s.n.Health(); err != nil {
+		health = "NOK - " + err.Error()
+	}
+	var mem *memStats
+	if includeMem {
+		m := readMemStats()
+		mem = &m
+	}
+	if q.Get("format") != "json" {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		return []byte(formatTextStats(health, s.n.startTime, topics, mem)), nil
+	}
+	return struct {
+		Version   string        `json:"version"`
+		Health    string        `json:"health"`
+		StartTime int64         `json:"start_time"`
+		Topics    []TopicStats  `json:"topics"`
+		Memory    *memStats     `json:"memory,omitempty"`
+		Producers []ClientStats `json:"producers"`
+	}{version.Version, health, s.n.startTime.Unix(), topics, mem, s.n.producerStats()}, nil
+}
+
+func (s *httpServer) topicCreate(_ http.ResponseWriter, r *http.Request, _ httprouter.Params) (any, error) {
+	_, err := s.topicFromQuery(r)
+	return nil, err
+}
+
+func (s *httpServer) existingTopic(r *http.Request) (*Topic, error) {
+	name := r.URL.Query().Get("topic")
+	if name == "" {
+		return nil, apiErr(http.StatusBadRequest, "MISSING_ARG_TOPIC")
+	}
+	t, ok := s.n.GetExistingTopic(name)
+	if !ok {
+		return nil, apiErr(http.StatusNotFound, "TOPIC_NOT_FOUND")
+	}
+	return t, nil
+}
+
+func (s *httpServer) topicDelete(_ http.ResponseWriter, r *http.Request, _ httprouter.Params) (any, error) {
+	t, err := s.existingTopic(r)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.n.DeleteExistingTopic(t.name); err != nil && !errors.Is(err, errTopicNotFound) {
+		return nil, apiErr(http.StatusInternalServerError, "INTERNAL_ERROR")
+	}
+	return nil, nil
+}
+
+func (s *httpServer) topicEmpty(_ http.ResponseWriter, r *http.Request, _ httprouter.Params) (any, error) {
+	t, err := s.existingTopic(r)
+	if err != nil {
+		return nil, err
+	}
+	if err := t.Empty(); err != nil {
+		return nil, apiErr(http.StatusInternalServerError, "INTERNAL_ERROR")
+	}
+	return nil, nil
+}
+
+func (s *httpServer) topicPause(pause bool) httpapi.Handler {
+	return func(_ http.ResponseWriter, r *http.Request, _ httprouter.Params) (any, error) {
+		t, err := s.existingTopic(r)
+		if err != nil {
+			return nil, err
+		}
+		if pause {
+			t.Pause()
+		} else {
+			t.UnPause()
+		}
+		if err := s.n.persistMetadata(); err != nil {
+			return nil, apiErr(http.StatusInternalServerError, "INTERNAL_ERROR")
+		}
+		return nil, nil
+	}
+}
+
+// channelArgs validates topic and channel query parameters.
+func (s *httpServer) channelArgs(r *http.Request) (string, string, error) {
+	q := r.URL.Query()
+	topic, channel := q.Get("topic"), q.Get("channel")
+	switch {
+	case topic == "":
+		return "", "", apiErr(http.StatusBadRequest, "MISSING_ARG_TOPIC")
+	case !validName(topic):
+		return "", "", apiErr(http.StatusBadRequest, "INVALID_ARG_TOPIC")
+	case channel == "":
+		return "", "", apiErr(http.StatusBadRequest, "MISSING_ARG_CHANNEL")
+	case !validName(channel):
+		return "", "", apiErr(http.StatusBadRequest, "INVALID_ARG_CHANNEL")
+	}
+	return topic, channel, nil
+}
+
+func (s *httpServer) existingChannel(r *http.Request) (*Topic, *Channel, error) {
+	topic, channel, err := s.channelArgs(r)
+	if err != nil {
+		return nil, nil, err
+	}
+	t, ok := s.n.GetExistingTopic(topic)
+	if !ok {
+		return nil, nil, apiErr(http.StatusNotFound, "TOPIC_NOT_FOUND")
+	}
+	ch, ok := t.GetExistingChannel(channel)
+	if !ok {
+		return nil, nil, apiErr(http.StatusNotFound, "CHANNEL_NOT_FOUND")
+	}
+	return t, ch, nil
+}
+
+func (s *httpServer) channelCreate(_ http.ResponseWriter, r *http.Request, _ httprouter.Params) (any, error) {
+	topic, channel, err := s.channelArgs(r)
+	if err != nil {
+		return nil, err
+	}
+	t, ok := s.n.GetExistingTopic(topic)
+	if !ok {
+		return nil, apiErr(http.StatusNotFound, "TOPIC_NOT_FOUND")
+	}
+	if _, err := t.GetChannel(channel); err != nil {
+		return nil, s.publishErr(err)
+	}
+	return nil, nil
+}
+
+func (s *httpServer) channelDelete(_ http.ResponseWriter, r *http.Request, _ httprouter.Params) (any, error) {
+	t, ch, err := s.existingChannel(r)
+	if err != nil {
+		return nil, err
+	}
+	if err := t.DeleteChannel(ch.name); err != nil {
+		if errors.Is(err, errChannelNotFound) {
+			return nil, apiErr(http.StatusNotFound, "CHANNEL_NOT_FOUND")
+		}
+		return nil, apiErr(http.StatusInternalServerError, "INTERNAL_ERROR")
+	}
+	return nil, nil
+}
+
+func (s *httpServer) channelEmpty(_ http.ResponseWriter, r *http.Request, _ httprouter.Params) (any, error) {
+	_, ch, err := s.existingChannel(r)
+	if err != nil {
+		return nil, err
+	}
+	if err := ch.Empty(); err != nil {
+		return nil, apiErr(http.StatusInternalServerError, "INTERNAL_ERROR")
+	}
+	return nil, nil
+}
+
+func (s *httpServer) channelPause(pause bool) httpapi.Handler {
+	return func(_ http.ResponseWriter, r *http.Request, _ httprouter.Params) (any, error) {
+		_, ch, err := s.existingChannel(r)
+		if err != nil {
+			return nil, err
+		}
+		if pause {
+			ch.Pause()
+		} else {
+			ch.UnPause()
+		}
+		if err := s.n.persistMetadata(); err != nil {
+			return nil, apiErr(http.StatusInternalServerError, "INTERNAL_ERROR")
+		}
+		return nil, nil
+	}
+}
+
+func (s *httpServer) getConfig(_ http.ResponseWriter, _ *http.Request, ps httprouter.Params) (any, error) {
+	opt := ps.ByName("opt")
+	if opt == "log_level" {
+		return logging.LevelName(s.n.logLevel.Level()), nil
+	}
+	if opt == "nsqlookupd_tcp_addresses" {
+		return s.n.lookupdAddresses(), nil
+	}
+	v, ok := optionByConfigName(s.n.opts, opt)
+	if !ok {
+		return nil, apiErr(http.StatusBadRequest, "INVALID_OPTION")
+	}
+	return v, nil
+}
+
+func (s *httpServer) putConfig(_ http.ResponseWriter, r *http.Request, ps httprouter.Params) (any, error) {
+	const maxConfigBody = 1024 * 1024
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxConfigBody+1))
+	if err != nil {
+		return nil, apiErr(http.StatusInternalServerError, "INTERNAL_ERROR")
+	}
+	if len(body) == 0 || len(body) > maxConfigBody {
+		return nil, apiErr(http.StatusRequestEntityTooLarge, "INVALID_VALUE")
+	}
+	switch ps.ByName("opt") {
+	case "nsqlookupd_tcp_addresses":
+		var addrs []string
+		if err := json.Unmarshal(body, &addrs); err != nil {
+			return nil, apiErr(http.StatusBadRequest, "INVALID_VALUE")
+		}
+		s.n.setLookupdAddresses(addrs)
+		return addrs, nil
+	case "log_level":
+		lvl, err := logging.ParseLevel(string(body))
+		if err != nil {
+			return nil, apiErr(http.StatusBadRequest, "INVALID_VALUE")
+		}
+		s.n.logLevel.Set(lvl)
+		return logging.LevelName(lvl), nil
+	}
+	return nil, apiErr(http.StatusBadRequest, "INVALID_OPTION")
+}
+
+func (s *httpServer) setBlockRate(_ http.ResponseWriter, r *http.Request, _ httprouter.Params) (any, error) {
+	rate, err := strconv.Atoi(r.URL.Query().Get("rate"))
+	if err != nil {
+		return nil, apiErr(http.StatusBadRequest, "INVALID_VALUE")
+	}
+	setBlockProfileRate(rate)
+	return "OK", nil
+}
+
+func (s *httpServer) freeMemory(http.ResponseWriter, *http.Request, httprouter.Params) (any, error) {
+	debug.FreeOSMemory()
+	return "OK", nil
+}

@@ -1,0 +1,162 @@
+package nsqd
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/nsqgo/nsq/internal/version"
+	"github.com/nsqgo/nsq/internal/wire"
+)
+
+// identifyRequest is the IDENTIFY body (PROTOCOL.md §D.5); unknown keys
+// are ignored.
+type identifyRequest struct {
+	ClientID            string `json:"client_id"`
+	Hostname            string `json:"hostname"`
+	HeartbeatInterval   int    `json:"heartbeat_interval"`
+	OutputBufferSize    int    `json:"output_buffer_size"`
+	OutputBufferTimeout int    `json:"output_buffer_timeout"`
+	FeatureNegotiation  bool   `json:"feature_negotiation"`
+	TLSv1               bool   `json:"tls_v1"`
+	Deflate             bool   `json:"deflate"`
+	DeflateLevel        int    `json:"deflate_level"`
+	Snappy              bool   `json:"snappy"`
+	SampleRate          int32  `json:"sample_rate"`
+	UserAgent           string `json:"user_agent"`
+	MsgTimeout          int    `json:"msg_timeout"`
+}
+
+type identifyResponse struct {
+	MaxRdyCount         int64  `json:"max_rdy_count"`
+	Version             string `json:"version"`
+	MaxMsgTimeout       int64  `json:"max_msg_timeout"`
+	MsgTimeout          int64  `json:"msg_timeout"`
+	TLSv1               bool   `json:"tls_v1"`
+	Deflate             bool   `json:"deflate"`
+	DeflateLevel        int    `json:"deflate_level"`
+	MaxDeflateLevel     int    `json:"max_deflate_level"`
+	Snappy              bool   `json:"snappy"`
+	SampleRate          int32  `json:"sample_rate"`
+	AuthRequired        bool   `json:"auth_required"`
+	OutputBufferSize    int    `json:"output_buffer_size"`
+	OutputBufferTimeout int64  `json:"output_buffer_timeout"`
+}
+
+// identifySettings are the validated values IDENTIFY applies.
+type identifySettings struct {
+	heartbeat     time.Duration
+	outputBufSize int
+	outputBufTime time.Duration
+	msgTimeout    time.Duration
+	sampleRate    int32
+	deflateLevel  int
+}
+
+// validateIdentify turns a request into settings or an error reason.
+func validateIdentify(req *identifyRequest, o *Options) (identifySettings, error) {
+	s := identifySettings{
+		heartbeat:     o.ClientTimeout / 2,
+		outputBufSize: defaultOutputBufferLen,
+		outputBufTime: o.OutputBufferTimeout,
+		msgTimeout:    o.MsgTimeout,
+	}
+	ms := func(v int) time.Duration { return time.Duration(v) * time.Millisecond }
+	switch hb := req.HeartbeatInterval; {
+	case hb == -1:
+		s.heartbeat = -1
+	case hb == 0:
+	case hb >= 1000 && ms(hb) <= o.MaxHeartbeatInterval:
+		s.heartbeat = ms(hb)
+	default:
+		return s, fmt.Errorf("heartbeat interval (%d) is invalid", hb)
+	}
+	switch ob := req.OutputBufferSize; {
+	case ob == -1:
+		s.outputBufSize = 1
+	case ob == 0:
+	case ob >= 64 && int64(ob) <= o.MaxOutputBufferSize:
+		s.outputBufSize = ob
+	default:
+		return s, fmt.Errorf("output buffer size (%d) is invalid", ob)
+	}
+	switch ot := req.OutputBufferTimeout; {
+	case ot == -1:
+		s.outputBufTime = 0
+	case ot == 0:
+	case ms(ot) >= o.MinOutputBufferTimeout && ms(ot) <= o.MaxOutputBufferTimeout:
+		s.outputBufTime = ms(ot)
+	default:
+		return s, fmt.Errorf("output buffer timeout (%d) is invalid", ot)
+	}
+	if req.SampleRate < 0 || req.SampleRate > 99 {
+		return s, fmt.Errorf("sample rate (%d) is invalid", req.SampleRate)
+	}
+	s.sampleRate = req.SampleRate
+	switch mt := req.MsgTimeout; {
+	case mt == 0:
+	case mt >= 1000 && ms(mt) <= o.MaxMsgTimeout:
+		s.msgTimeout = ms(mt)
+	default:
+		return s, fmt.Errorf("msg timeout (%d) is invalid", mt)
+	}
+	s.deflateLevel = req.DeflateLevel
+	if s.deflateLevel <= 0 {
+		s.deflateLevel = 6
+	}
+	s.deflateLevel = min(s.deflateLevel, o.MaxDeflateLevel)
+	return s, nil
+}
+
+func (c *client) identify(_ [][]byte, body []byte) ([]byte, error) {
+	var req identifyRequest
+	if err := json.Unmarshal(body, &req); err != nil {
+		return nil, wire.NewFatalClientErr("E_BAD_BODY", "IDENTIFY failed to decode JSON body")
+	}
+	s, err := validateIdentify(&req, c.n.opts)
+	if err != nil {
+		return nil, wire.NewFatalClientErr("E_BAD_BODY", "IDENTIFY %s", err)
+	}
+	if req.Snappy && req.Deflate {
+		return nil, wire.NewFatalClientErr("E_IDENTIFY_FAILED", "cannot enable both deflate and snappy compression")
+	}
+	if req.ClientID != "" {
+		c.clientID = req.ClientID
+	}
+	if req.Hostname != "" {
+		c.hostname = req.Hostname
+	}
+	c.userAgent = req.UserAgent
+	c.msgTimeout = s.msgTimeout
+	c.sampleRate = s.sampleRate
+	c.outputBufTimeout = s.outputBufTime
+	c.identified = true
+	if s.outputBufSize != c.outputBufferSize {
+		c.setOutputBuffer(s.outputBufSize)
+	}
+	if s.heartbeat != c.heartbeatInterval {
+		c.heartbeatInterval = s.heartbeat
+		if c.heartbeat != nil {
+			c.heartbeat.Stop()
+		}
+		c.startHeartbeats()
+	}
+	if !req.FeatureNegotiation {
+		return wire.OK, nil
+	}
+	resp, err := json.Marshal(identifyResponse{
+		MaxRdyCount:         c.n.opts.MaxRdyCount,
+		Version:             version.Version,
+		MaxMsgTimeout:       c.n.opts.MaxMsgTimeout.Milliseconds(),
+		MsgTimeout:          c.msgTimeout.Milliseconds(),
+		DeflateLevel:        s.deflateLevel,
+		MaxDeflateLevel:     c.n.opts.MaxDeflateLevel,
+		SampleRate:          c.sampleRate,
+		OutputBufferSize:    c.outputBufferSize,
+		OutputBufferTimeout: c.outputBufTimeout.Milliseconds(),
+	})
+	if err != nil {
+		return nil, wire.NewFatalClientErr("E_IDENTIFY_FAILED", "IDENTIFY failed %s", err)
+	}
+	return resp, nil
+}

@@ -1,0 +1,82 @@
+package nsqd
+
+import (
+	"encoding/binary"
+	"fmt"
+	"time"
+
+	"github.com/nsqgo/nsq/internal/pqueue"
+)
+
+// MsgIDLength is the length of a message ID on the wire: 16 hex digits.
+const MsgIDLength = 16
+
+// messageHeaderLen is the encoded header before the body, on the wire after
+// the frame header and on disk after the record length:
+//
+//	[ 8: timestamp ns ][ 2: attempts ][ 16: id ][ body ... ]
+const messageHeaderLen = 8 + 2 + MsgIDLength
+
+// MessageID is the 16-byte ASCII hex id a client FINs by.
+type MessageID [MsgIDLength]byte
+
+// Message is one copy of a published message as held by one topic or
+// channel. Body is shared by every copy and never modified after publish
+// (DESIGN.md memory rule 3); the rest is per-copy delivery state.
+type Message struct {
+	ID        MessageID
+	Body      []byte
+	Timestamp int64
+	Attempts  uint16
+
+	// Priority (in the embedded pqueue.Item) is the in-flight deadline or
+	// the deferred due time, in unix ns, depending on which queue holds it.
+	pqueue.Item
+	// deliveredAt is when it went in flight; TOUCH may not extend past
+	// deliveredAt + max-msg-timeout.
+	deliveredAt int64
+	// owner is the subscription the message is in flight to.
+	owner *Subscription
+	// deferUntil is a DPUB's due time (unix ns) until it reaches a channel.
+	deferUntil int64
+}
+
+// NewMessage builds a fresh message published now.
+func NewMessage(id MessageID, body []byte) *Message {
+	return &Message{ID: id, Body: body, Timestamp: time.Now().UnixNano()}
+}
+
+// copyFor returns the per-channel copy of m that fan-out hands to a channel.
+func (m *Message) copyFor() *Message {
+	return &Message{ID: m.ID, Body: m.Body, Timestamp: m.Timestamp, Attempts: m.Attempts, deferUntil: m.deferUntil}
+}
+
+// encodeHeader fills hdr with the 26-byte header.
+func (m *Message) encodeHeader(hdr *[messageHeaderLen]byte) {
+	binary.BigEndian.PutUint64(hdr[0:8], uint64(m.Timestamp))
+	binary.BigEndian.PutUint16(hdr[8:10], m.Attempts)
+	copy(hdr[10:], m.ID[:])
+}
+
+// appendEncoded appends the disk/wire encoding of m to b.
+func (m *Message) appendEncoded(b []byte) []byte {
+	var hdr [messageHeaderLen]byte
+	m.encodeHeader(&hdr)
+	b = append(b, hdr[:]...)
+	return append(b, m.Body...)
+}
+
+// decodeMessage parses a disk record. The body aliases b, which the disk
+// queue allocated for this record alone.
+func decodeMessage(b []byte) (*Message, error) {
+	if len(b) < messageHeaderLen {
+		return nil, fmt.Errorf("message record too short: %d bytes", len(b))
+	}
+	m := &Message{
+		Timestamp: int64(binary.BigEndian.Uint64(b[0:8])),
+		Attempts:  binary.BigEndian.Uint16(b[8:10]),
+		Body:      b[messageHeaderLen:],
+	}
+	copy(m.ID[:], b[10:10+MsgIDLength])
+	return m, nil
+}

@@ -1,0 +1,132 @@
+package nsqd
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+
+	"github.com/nsqgo/nsq/internal/names"
+	"github.com/nsqgo/nsq/internal/version"
+)
+
+// metadataFile is NSQ's nsqd.dat, so an NSQ data dir can be taken over.
+const metadataFile = "nsqd.dat"
+
+type channelMeta struct {
+	Name   string `json:"name"`
+	Paused bool   `json:"paused"`
+}
+
+type topicMeta struct {
+	Name     string        `json:"name"`
+	Paused   bool          `json:"paused"`
+	Channels []channelMeta `json:"channels"`
+}
+
+type metadata struct {
+	Topics  []topicMeta `json:"topics"`
+	Version string      `json:"version"`
+}
+
+func readMetadata(dataPath string) (*metadata, error) {
+	b, err := os.ReadFile(filepath.Join(dataPath, metadataFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return &metadata{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read metadata: %w", err)
+	}
+	var m metadata
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("parse %s: %w", metadataFile, err)
+	}
+	return &m, nil
+}
+
+// snapshotMetadata lists every non-ephemeral topic and channel.
+func (n *NSQD) snapshotMetadata() *metadata {
+	m := &metadata{Version: version.Version}
+	for _, t := range n.Topics() {
+		if t.ephemeral {
+			continue
+		}
+		tm := topicMeta{Name: t.name, Paused: t.IsPaused(), Channels: []channelMeta{}}
+		for _, ch := range t.Channels() {
+			if ch.ephemeral {
+				continue
+			}
+			tm.Channels = append(tm.Channels, channelMeta{Name: ch.name, Paused: ch.IsPaused()})
+		}
+		m.Topics = append(m.Topics, tm)
+	}
+	return m
+}
+
+// persistMetadata rewrites nsqd.dat atomically: tmp file, fsync, rename.
+func (n *NSQD) persistMetadata() error {
+	n.metaMu.Lock()
+	defer n.metaMu.Unlock()
+	b, err := json.Marshal(n.snapshotMetadata())
+	if err != nil {
+		return err
+	}
+	final := filepath.Join(n.opts.DataPath, metadataFile)
+	tmp := fmt.Sprintf("%s.%d.tmp", final, rand.Int())
+	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return fmt.Errorf("persist metadata: %w", err)
+	}
+	_, err = f.Write(b)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, final)
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("persist metadata: %w", err)
+	}
+	return nil
+}
+
+// loadMetadata recreates the topics and channels of nsqd.dat.
+func (n *NSQD) loadMetadata() error {
+	m, err := readMetadata(n.opts.DataPath)
+	if err != nil {
+		return err
+	}
+	for _, tm := range m.Topics {
+		if !names.Valid(tm.Name) || names.IsEphemeral(tm.Name) {
+			n.log.Warn("skipping topic from metadata", "topic", tm.Name)
+			continue
+		}
+		t, err := n.getTopic(tm.Name, false)
+		if err != nil {
+			return fmt.Errorf("restore topic %s: %w", tm.Name, err)
+		}
+		if tm.Paused {
+			t.Pause()
+		}
+		for _, cm := range tm.Channels {
+			if !names.Valid(cm.Name) || names.IsEphemeral(cm.Name) {
+				n.log.Warn("skipping channel from metadata", "topic", tm.Name, "channel", cm.Name)
+				continue
+			}
+			ch, err := t.GetChannel(cm.Name)
+			if err != nil {
+				return fmt.Errorf("restore channel %s/%s: %w", tm.Name, cm.Name, err)
+			}
+			if cm.Paused {
+				ch.Pause()
+			}
+		}
+	}
+	return nil
+}

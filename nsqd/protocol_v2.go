@@ -1,0 +1,459 @@
+package nsqd
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+	"strconv"
+	"time"
+
+	"github.com/nsqgo/nsq/internal/wire"
+)
+
+// stateSet is a bitmask of client states a command is accepted in.
+type stateSet uint8
+
+const (
+	inInit stateSet = 1 << iota
+	inSubscribed
+	inClosing
+	inAny = inInit | inSubscribed | inClosing
+)
+
+func stateBit(s int32) stateSet {
+	switch s {
+	case stateInit:
+		return inInit
+	case stateSubscribed:
+		return inSubscribed
+	case stateClosing:
+		return inClosing
+	}
+	return 0
+}
+
+// bodyKind says what follows a command line.
+type bodyKind uint8
+
+const (
+	noBody    bodyKind = iota
+	sizedBody          // [int32 n][n bytes]
+	mpubBody           // [int32 total][int32 count]( [int32 n][n bytes] )*
+)
+
+// commandSpec is one row of the protocol table: everything about a command
+// that is checked before its handler runs, in NSQ's order: state, parameter
+// count, parameter validation (check), then the body read and its limits.
+type commandSpec struct {
+	states    stateSet
+	minParams int // not counting the command name
+	paramsMsg string
+	// silentIn lists states in which the command is ignored (RDY after CLS).
+	silentIn stateSet
+	check    func(c *client, params [][]byte) error
+	body     bodyKind
+	bodyCode string                 // error code for body problems
+	limit    func(o *Options) int64 // max body (or message) size
+	run      func(c *client, params [][]byte, body []byte) ([]byte, error)
+}
+
+func maxMsgSize(o *Options) int64  { return o.MaxMsgSize }
+func maxBodySize(o *Options) int64 { return o.MaxBodySize }
+
+// commands is the protocol V2 table (PROTOCOL.md §D.3).
+var commands = map[string]*commandSpec{
+	"IDENTIFY": {states: inInit, body: sizedBody, bodyCode: "E_BAD_BODY", limit: maxBodySize, run: (*client).identify},
+	"AUTH":     {states: inInit, body: sizedBody, bodyCode: "E_BAD_BODY", limit: maxBodySize, run: (*client).auth},
+	"SUB":      {states: inInit, minParams: 2, paramsMsg: "insufficient number of parameters", run: (*client).subscribe},
+	"RDY":      {states: inSubscribed, silentIn: inClosing, run: (*client).ready},
+	"FIN":      {states: inSubscribed | inClosing, minParams: 1, paramsMsg: "insufficient number of params", check: checkMsgID, run: (*client).finish},
+	"REQ":      {states: inSubscribed | inClosing, minParams: 2, paramsMsg: "insufficient number of params", check: checkMsgID, run: (*client).requeue},
+	"TOUCH":    {states: inSubscribed | inClosing, minParams: 1, paramsMsg: "insufficient number of params", check: checkMsgID, run: (*client).touch},
+	"CLS":      {states: inSubscribed, run: (*client).startClose},
+	"NOP":      {states: inAny, run: func(*client, [][]byte, []byte) ([]byte, error) { return nil, nil }},
+	"PUB": {states: inAny, minParams: 1, paramsMsg: "insufficient number of parameters", check: checkTopic,
+		body: sizedBody, bodyCode: "E_BAD_MESSAGE", limit: maxMsgSize, run: (*client).pub},
+	"DPUB": {states: inAny, minParams: 2, paramsMsg: "insufficient number of parameters", check: checkDPUB,
+		body: sizedBody, bodyCode: "E_BAD_MESSAGE", limit: maxMsgSize, run: (*client).dpub},
+	"MPUB": {states: inAny, minParams: 1, paramsMsg: "insufficient number of parameters", check: checkTopic,
+		body: mpubBody, bodyCode: "E_BAD_BODY", limit: maxBodySize, run: (*client).mpub},
+}
+
+// maxParams bounds how many space-separated parameters a line may have.
+const maxParams = 8
+
+// ioLoop reads and executes commands until the connection ends.
+func (c *client) ioLoop() {
+	defer c.cleanup()
+	var paramBuf [maxParams + 1][]byte
+	for {
+		if c.heartbeatInterval > 0 {
+			_ = c.conn.SetReadDeadline(time.Now().Add(2 * c.heartbeatInterval))
+		} else {
+			_ = c.conn.SetReadDeadline(time.Time{})
+		}
+		line, err := c.reader.ReadSlice('\n')
+		if err != nil {
+			if errors.Is(err, bufio.ErrBufferFull) {
+				c.sendError(wire.NewFatalClientErr("E_INVALID", "command line too long (limit %d bytes)", readBufferSize))
+			} else if !errors.Is(err, io.EOF) && !c.closed.Load() {
+				c.n.log.Debug("client read failed", "client", c.remoteAddr, "err", err)
+			}
+			return
+		}
+		line = bytes.TrimSuffix(line[:len(line)-1], []byte{'\r'})
+		params := splitParams(line, paramBuf[:0])
+		resp, err := c.exec(params)
+		if err != nil {
+			c.sendError(err)
+			var fatal *wire.FatalClientErr
+			if errors.As(err, &fatal) || !isClientErr(err) {
+				return
+			}
+			continue
+		}
+		if resp != nil {
+			if err := c.sendFrame(wire.FrameTypeResponse, resp); err != nil {
+				return
+			}
+		}
+	}
+}
+
+func isClientErr(err error) bool {
+	var ce *wire.ClientErr
+	return errors.As(err, &ce)
+}
+
+// splitParams splits on single spaces without allocating (two spaces give
+// an empty parameter, as in NSQ).
+func splitParams(line []byte, out [][]byte) [][]byte {
+	for len(out) < cap(out)-1 {
+		i := bytes.IndexByte(line, ' ')
+		if i < 0 {
+			break
+		}
+		out = append(out, line[:i])
+		line = line[i+1:]
+	}
+	return append(out, line)
+}
+
+func (c *client) sendError(err error) {
+	var text string
+	switch e := err.(type) {
+	case *wire.FatalClientErr:
+		text = e.Error()
+	case *wire.ClientErr:
+		text = e.Error()
+	default:
+		text = "E_INVALID " + err.Error()
+	}
+	c.n.log.Debug("client error", "client", c.remoteAddr, "err", text)
+	_ = c.sendFrame(wire.FrameTypeError, []byte(text))
+}
+
+// exec runs one command line through the table.
+func (c *client) exec(params [][]byte) ([]byte, error) {
+	name := params[0]
+	spec, ok := commands[string(name)]
+	if !ok {
+		return nil, wire.NewFatalClientErr("E_INVALID", "invalid command %s", name)
+	}
+	state := stateBit(c.state.Load())
+	if spec.silentIn&state != 0 {
+		return nil, nil
+	}
+	if spec.states&state == 0 {
+		return nil, wire.NewFatalClientErr("E_INVALID", "cannot %s in current state", name)
+	}
+	if len(params)-1 < spec.minParams {
+		return nil, wire.NewFatalClientErr("E_INVALID", "%s %s", name, spec.paramsMsg)
+	}
+	if spec.check != nil {
+		if err := spec.check(c, params); err != nil {
+			return nil, err
+		}
+	}
+	var body []byte
+	switch spec.body {
+	case sizedBody:
+		var err error
+		if body, err = c.readSizedBody(string(name), spec.bodyCode, spec.limit(c.n.opts)); err != nil {
+			return nil, err
+		}
+	case mpubBody:
+		if err := c.readMPUBHeader(spec.limit(c.n.opts)); err != nil {
+			return nil, err
+		}
+	}
+	return spec.run(c, params, body)
+}
+
+// readSizedBody reads [int32 n][n bytes] with 1 <= n <= limit into a buffer
+// of exactly n bytes (it may become a message body, shared and retained).
+func (c *client) readSizedBody(cmd, code string, limit int64) ([]byte, error) {
+	what := "body"
+	if code == "E_BAD_MESSAGE" {
+		what = "message body"
+	}
+	size, err := wire.ReadSize(c.reader)
+	if err != nil {
+		return nil, wire.NewFatalClientErr(code, "%s failed to read %s size", cmd, what)
+	}
+	if size <= 0 {
+		return nil, wire.NewFatalClientErr(code, "%s invalid %s size %d", cmd, what, size)
+	}
+	if int64(size) > limit {
+		if code == "E_BAD_MESSAGE" {
+			return nil, wire.NewFatalClientErr(code, "%s message too big %d > %d", cmd, size, limit)
+		}
+		return nil, wire.NewFatalClientErr(code, "%s invalid %s size %d", cmd, what, size)
+	}
+	body := make([]byte, size)
+	if _, err := io.ReadFull(c.reader, body); err != nil {
+		return nil, wire.NewFatalClientErr(code, "%s failed to read %s", cmd, what)
+	}
+	return body, nil
+}
+
+func checkTopic(c *client, params [][]byte) error {
+	if !validName(string(params[1])) {
+		return wire.NewFatalClientErr("E_BAD_TOPIC", "%s topic name %q is not valid", params[0], params[1])
+	}
+	return nil
+}
+
+func checkDPUB(c *client, params [][]byte) error {
+	if err := checkTopic(c, params); err != nil {
+		return err
+	}
+	ms, err := strconv.ParseInt(string(params[2]), 10, 64)
+	if err != nil {
+		return wire.NewFatalClientErr("E_INVALID", "DPUB could not parse timeout %s", params[2])
+	}
+	max := c.n.opts.MaxReqTimeout.Milliseconds()
+	if ms < 0 || ms > max {
+		return wire.NewFatalClientErr("E_INVALID", "DPUB timeout %d out of range 0-%d", ms, max)
+	}
+	return nil
+}
+
+func checkMsgID(c *client, params [][]byte) error {
+	if len(params[1]) != MsgIDLength {
+		return wire.NewFatalClientErr("E_INVALID", "Invalid Message ID")
+	}
+	return nil
+}
+
+func msgID(p []byte) (id MessageID) {
+	copy(id[:], p)
+	return id
+}
+
+func (c *client) ready(params [][]byte, _ []byte) ([]byte, error) {
+	count := int64(1)
+	if len(params) > 1 {
+		n, err := strconv.ParseInt(string(params[1]), 10, 64)
+		if err != nil {
+			return nil, wire.NewFatalClientErr("E_INVALID", "RDY could not parse count %s", params[1])
+		}
+		count = n
+	}
+	if count < 0 || count > c.n.opts.MaxRdyCount {
+		return nil, wire.NewFatalClientErr("E_INVALID", "RDY count %d out of range 0-%d", count, c.n.opts.MaxRdyCount)
+	}
+	sub, _, _ := c.subscription()
+	sub.SetReady(count)
+	return nil, nil
+}
+
+func (c *client) finish(params [][]byte, _ []byte) ([]byte, error) {
+	sub, _, _ := c.subscription()
+	if err := sub.Finish(msgID(params[1])); err != nil {
+		return nil, wire.NewClientErr("E_FIN_FAILED", "FIN %s failed %s", params[1], err)
+	}
+	return nil, nil
+}
+
+func (c *client) requeue(params [][]byte, _ []byte) ([]byte, error) {
+	ms, err := strconv.ParseInt(string(params[2]), 10, 64)
+	if err != nil {
+		return nil, wire.NewFatalClientErr("E_INVALID", "REQ could not parse timeout %s", params[2])
+	}
+	delay := time.Duration(ms) * time.Millisecond
+	if limit := c.n.opts.MaxReqTimeout; delay > limit || delay < 0 {
+		clamped := min(max(delay, 0), limit)
+		c.n.log.Debug("REQ timeout out of range, clamped", "client", c.remoteAddr, "requested", delay, "clamped", clamped)
+		delay = clamped
+	}
+	sub, _, _ := c.subscription()
+	if err := sub.Requeue(msgID(params[1]), delay); err != nil {
+		return nil, wire.NewClientErr("E_REQ_FAILED", "REQ %s failed %s", params[1], err)
+	}
+	return nil, nil
+}
+
+func (c *client) touch(params [][]byte, _ []byte) ([]byte, error) {
+	sub, _, _ := c.subscription()
+	if err := sub.Touch(msgID(params[1])); err != nil {
+		return nil, wire.NewClientErr("E_TOUCH_FAILED", "TOUCH %s failed %s", params[1], err)
+	}
+	return nil, nil
+}
+
+func (c *client) startClose(_ [][]byte, _ []byte) ([]byte, error) {
+	sub, _, _ := c.subscription()
+	sub.StartClose()
+	c.state.Store(stateClosing)
+	return wire.CloseWait, nil
+}
+
+func (c *client) subscribe(params [][]byte, _ []byte) ([]byte, error) {
+	if c.heartbeatInterval <= 0 {
+		return nil, wire.NewFatalClientErr("E_INVALID", "cannot SUB with heartbeats disabled")
+	}
+	topicName, channelName := string(params[1]), string(params[2])
+	if !validName(topicName) {
+		return nil, wire.NewFatalClientErr("E_BAD_TOPIC", "SUB topic name %q is not valid", topicName)
+	}
+	if !validName(channelName) {
+		return nil, wire.NewFatalClientErr("E_BAD_CHANNEL", "SUB channel name %q is not valid", channelName)
+	}
+	// An ephemeral channel can be deleted between lookup and subscribe when
+	// its last client leaves; retry with the channel recreated.
+	var lastErr error
+	for i := 0; i < 3; i++ {
+		t, err := c.n.GetTopic(topicName)
+		if err != nil {
+			return nil, wire.NewFatalClientErr("E_SUB_FAILED", "SUB failed %s", err)
+		}
+		ch, err := t.GetChannel(channelName)
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		sub, err := ch.Subscribe(c, c.msgTimeout, c.sampleRate, c.n.opts.MaxChannelConsumers)
+		if errors.Is(err, errTooManySubs) {
+			return nil, wire.NewFatalClientErr("E_SUB_FAILED", "SUB failed channel consumers for %s:%s exceeds limit of %d", topicName, channelName, c.n.opts.MaxChannelConsumers)
+		}
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		c.subMu.Lock()
+		c.sub, c.topic, c.channel = sub, t, ch
+		c.subMu.Unlock()
+		c.state.Store(stateSubscribed)
+		return wire.OK, nil
+	}
+	return nil, wire.NewFatalClientErr("E_SUB_FAILED", "SUB failed to subscribe to %s:%s: %v", topicName, channelName, lastErr)
+}
+
+func (c *client) pub(params [][]byte, body []byte) ([]byte, error) {
+	return c.publish("PUB", "E_PUB_FAILED", string(params[1]), [][]byte{body}, 0)
+}
+
+func (c *client) dpub(params [][]byte, body []byte) ([]byte, error) {
+	ms, _ := strconv.ParseInt(string(params[2]), 10, 64) // checked by checkDPUB
+	return c.publish("DPUB", "E_DPUB_FAILED", string(params[1]), [][]byte{body}, time.Duration(ms)*time.Millisecond)
+}
+
+func (c *client) publish(cmd, code, topicName string, bodies [][]byte, deferFor time.Duration) ([]byte, error) {
+	t, err := c.n.GetTopic(topicName)
+	if err != nil {
+		return nil, wire.NewFatalClientErr(code, "%s failed %s", cmd, err)
+	}
+	if err := c.n.publish(t, bodies, deferFor); err != nil {
+		return nil, wire.NewFatalClientErr(code, "%s failed %s", cmd, err)
+	}
+	c.recordPub(topicName, len(bodies))
+	return wire.OK, nil
+}
+
+// readMPUBHeader reads and range-checks the declared total size; parts are
+// read by mpub itself so each body gets its own exact-size buffer.
+func (c *client) readMPUBHeader(limit int64) error {
+	size, err := wire.ReadSize(c.reader)
+	if err != nil {
+		return wire.NewFatalClientErr("E_BAD_BODY", "MPUB failed to read body size")
+	}
+	if size <= 0 {
+		return wire.NewFatalClientErr("E_BAD_BODY", "MPUB invalid body size %d", size)
+	}
+	if int64(size) > limit {
+		return wire.NewFatalClientErr("E_BAD_BODY", "MPUB body too big %d > %d", size, limit)
+	}
+	return nil
+}
+
+// mpub parses every part before it creates the topic or queues anything
+// (PROTOCOL.md §K), so a bad body changes nothing.
+func (c *client) mpub(params [][]byte, _ []byte) ([]byte, error) {
+	topicName := string(params[1])
+	bodies, err := readMPUBParts(c.reader, c.n.opts.MaxBodySize, c.n.opts.MaxMsgSize, "MPUB", true)
+	if err != nil {
+		return nil, err
+	}
+	return c.publish("MPUB", "E_MPUB_FAILED", topicName, bodies, 0)
+}
+
+// readMPUBParts reads [int32 count] then count sized parts. It is shared
+// with HTTP /mpub?binary=true; tcp selects fatal TCP errors.
+func readMPUBParts(r io.Reader, maxBody, maxMsg int64, cmd string, tcp bool) ([][]byte, error) {
+	fail := func(code, format string, args ...any) error {
+		return wire.NewFatalClientErr(code, format, args...)
+	}
+	count, err := wire.ReadSize(r)
+	if err != nil {
+		return nil, fail("E_BAD_BODY", "%s failed to read message count", cmd)
+	}
+	maxCount := (maxBody - 4) / 5
+	if count <= 0 || int64(count) > maxCount {
+		return nil, fail("E_BAD_BODY", "%s invalid message count %d", cmd, count)
+	}
+	bodies := make([][]byte, 0, count)
+	var total int64
+	for i := int32(0); i < count; i++ {
+		size, err := wire.ReadSize(r)
+		if err != nil {
+			return nil, fail("E_BAD_MESSAGE", "%s failed to read message body size", cmd)
+		}
+		if size <= 0 {
+			return nil, fail("E_BAD_MESSAGE", "%s invalid message body size %d", cmd, size)
+		}
+		if int64(size) > maxMsg {
+			return nil, fail("E_BAD_MESSAGE", "%s message too big %d > %d", cmd, size, maxMsg)
+		}
+		total += int64(size) + 4
+		if total > maxBody {
+			return nil, fail("E_BAD_BODY", "%s body too big %d > %d", cmd, total, maxBody)
+		}
+		b := make([]byte, size)
+		if _, err := io.ReadFull(r, b); err != nil {
+			return nil, fail("E_BAD_MESSAGE", "%s failed to read message body", cmd)
+		}
+		bodies = append(bodies, b)
+	}
+	_ = tcp
+	return bodies, nil
+}
+
+func (c *client) auth(_ [][]byte, _ []byte) ([]byte, error) {
+	return nil, wire.NewFatalClientErr("E_AUTH_DISABLED", "AUTH disabled")
+}
+
+// cleanup runs when the read loop ends.
+func (c *client) cleanup() {
+	c.close()
+	if c.heartbeat != nil {
+		c.heartbeat.Stop()
+	}
+	if sub, _, _ := c.subscription(); sub != nil {
+		sub.Unsubscribe()
+	}
+	// wait for an in-progress writer so no goroutine outlives the client
+	c.writeMu.Lock()
+	c.writeMu.Unlock()
+}

@@ -1,0 +1,190 @@
+package nsqd
+
+import (
+	"sort"
+
+	"github.com/nsqgo/nsq/internal/quantile"
+)
+
+// TopicStats is one topic in /stats (NSQ's JSON shape).
+type TopicStats struct {
+	TopicName            string           `json:"topic_name"`
+	Channels             []ChannelStats   `json:"channels"`
+	Depth                int64            `json:"depth"`
+	BackendDepth         int64            `json:"backend_depth"`
+	MessageCount         uint64           `json:"message_count"`
+	MessageBytes         uint64           `json:"message_bytes"`
+	Paused               bool             `json:"paused"`
+	E2eProcessingLatency *quantile.Result `json:"e2e_processing_latency"`
+}
+
+// ChannelStats is one channel in /stats.
+type ChannelStats struct {
+	ChannelName          string           `json:"channel_name"`
+	Depth                int64            `json:"depth"`
+	BackendDepth         int64            `json:"backend_depth"`
+	InFlightCount        int              `json:"in_flight_count"`
+	DeferredCount        int              `json:"deferred_count"`
+	MessageCount         uint64           `json:"message_count"`
+	RequeueCount         uint64           `json:"requeue_count"`
+	TimeoutCount         uint64           `json:"timeout_count"`
+	ClientCount          int              `json:"client_count"`
+	Clients              []ClientStats    `json:"clients"`
+	Paused               bool             `json:"paused"`
+	E2eProcessingLatency *quantile.Result `json:"e2e_processing_latency"`
+}
+
+// PubCount is one topic a producer published to.
+type PubCount struct {
+	Topic string `json:"topic"`
+	Count uint64 `json:"count"`
+}
+
+// ClientStats is one connection in /stats.
+type ClientStats struct {
+	ClientID                      string     `json:"client_id"`
+	Hostname                      string     `json:"hostname"`
+	Version                       string     `json:"version"`
+	RemoteAddress                 string     `json:"remote_address"`
+	State                         int32      `json:"state"`
+	ReadyCount                    int64      `json:"ready_count"`
+	InFlightCount                 int64      `json:"in_flight_count"`
+	MessageCount                  uint64     `json:"message_count"`
+	FinishCount                   uint64     `json:"finish_count"`
+	RequeueCount                  uint64     `json:"requeue_count"`
+	ConnectTime                   int64      `json:"connect_ts"`
+	SampleRate                    int32      `json:"sample_rate"`
+	Deflate                       bool       `json:"deflate"`
+	Snappy                        bool       `json:"snappy"`
+	UserAgent                     string     `json:"user_agent"`
+	Authed                        bool       `json:"authed,omitempty"`
+	AuthIdentity                  string     `json:"auth_identity,omitempty"`
+	AuthIdentityURL               string     `json:"auth_identity_url,omitempty"`
+	PubCounts                     []PubCount `json:"pub_counts,omitempty"`
+	TLS                           bool       `json:"tls"`
+	CipherSuite                   string     `json:"tls_cipher_suite"`
+	TLSVersion                    string     `json:"tls_version"`
+	TLSNegotiatedProtocol         string     `json:"tls_negotiated_protocol"`
+	TLSNegotiatedProtocolIsMutual bool       `json:"tls_negotiated_protocol_is_mutual"`
+}
+
+func (c *client) stats() ClientStats {
+	s := ClientStats{
+		ClientID:      c.clientID,
+		Hostname:      c.hostname,
+		Version:       "V2",
+		RemoteAddress: c.remoteAddr,
+		State:         c.state.Load(),
+		MessageCount:  c.messageCount.Load(),
+		ConnectTime:   c.connectTS.Unix(),
+		SampleRate:    c.sampleRate,
+		UserAgent:     c.userAgent,
+	}
+	if sub, _, _ := c.subscription(); sub != nil {
+		s.ReadyCount, s.InFlightCount = sub.Counts()
+		s.FinishCount = sub.finished.Load()
+		s.RequeueCount = sub.requeued.Load()
+	}
+	c.pubMu.Lock()
+	for t, n := range c.pubCounts {
+		s.PubCounts = append(s.PubCounts, PubCount{Topic: t, Count: n})
+	}
+	c.pubMu.Unlock()
+	sort.Slice(s.PubCounts, func(i, j int) bool { return s.PubCounts[i].Topic < s.PubCounts[j].Topic })
+	return s
+}
+
+// stats snapshots a channel; clients only when asked (they cost the most).
+func (ch *Channel) stats(includeClients bool) ChannelStats {
+	ch.mu.Lock()
+	s := ChannelStats{
+		ChannelName:   ch.name,
+		Depth:         int64(ch.mem.Len()),
+		InFlightCount: len(ch.inFlight),
+		DeferredCount: ch.deferredPQ.Len(),
+		ClientCount:   len(ch.subs),
+		Paused:        ch.paused,
+	}
+	var subs []*Subscription
+	if includeClients {
+		subs = append(subs, ch.subs...)
+	}
+	ch.mu.Unlock()
+	s.BackendDepth = ch.backend.Depth()
+	s.Depth += s.BackendDepth
+	s.MessageCount = ch.messageCount.Load()
+	s.RequeueCount = ch.requeueCount.Load()
+	s.TimeoutCount = ch.timeoutCount.Load()
+	s.E2eProcessingLatency = ch.e2e.result()
+	s.Clients = make([]ClientStats, 0, len(subs))
+	for _, sub := range subs {
+		if c, ok := sub.consumer.(*client); ok {
+			s.Clients = append(s.Clients, c.stats())
+		}
+	}
+	return s
+}
+
+func (t *Topic) stats(channel string, includeClients bool) TopicStats {
+	s := TopicStats{
+		TopicName:    t.name,
+		BackendDepth: t.backend.Depth(),
+		MessageCount: t.messageCount.Load(),
+		MessageBytes: t.messageBytes.Load(),
+		Paused:       t.IsPaused(),
+		Channels:     []ChannelStats{},
+	}
+	s.Depth = t.Depth()
+	var results []*quantile.Result
+	for _, ch := range t.Channels() {
+		if channel != "" && ch.name != channel {
+			continue
+		}
+		cs := ch.stats(includeClients)
+		results = append(results, cs.E2eProcessingLatency)
+		s.Channels = append(s.Channels, cs)
+	}
+	if len(t.e2ePcts) > 0 {
+		s.E2eProcessingLatency = quantile.Merge(results...)
+	}
+	if s.E2eProcessingLatency == nil {
+		s.E2eProcessingLatency = &quantile.Result{}
+	}
+	return s
+}
+
+// Stats returns topic (and channel) stats, optionally filtered.
+func (n *NSQD) Stats(topic, channel string, includeClients bool) []TopicStats {
+	var out []TopicStats
+	for _, t := range n.Topics() {
+		if topic != "" && t.name != topic {
+			continue
+		}
+		out = append(out, t.stats(channel, includeClients))
+	}
+	if out == nil {
+		out = []TopicStats{}
+	}
+	return out
+}
+
+// producerStats lists connected clients that have published.
+func (n *NSQD) producerStats() []ClientStats {
+	n.clientsMu.Lock()
+	cs := make([]*client, 0, len(n.clients))
+	for _, c := range n.clients {
+		cs = append(cs, c)
+	}
+	n.clientsMu.Unlock()
+	out := []ClientStats{}
+	for _, c := range cs {
+		c.pubMu.Lock()
+		published := c.pubCounts != nil
+		c.pubMu.Unlock()
+		if published {
+			out = append(out, c.stats())
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].RemoteAddress < out[j].RemoteAddress })
+	return out
+}

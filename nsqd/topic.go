@@ -1,0 +1,370 @@
+package nsqd
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nsqgo/nsq/internal/deque"
+	"github.com/nsqgo/nsq/internal/names"
+)
+
+// drainBatch is how many backlog messages move to the channels per lock.
+const drainBatch = 256
+
+// topicHooks is what a topic tells its daemon about; it keeps Topic free of
+// a back-pointer to NSQD.
+type topicHooks struct {
+	channelCreated func(t *Topic, ch *Channel)
+	channelDeleted func(t *Topic, ch *Channel)
+	// lastChannelGone runs when an ephemeral topic's last channel is deleted.
+	lastChannelGone func(t *Topic)
+}
+
+// Topic is a stream producers publish to. With channels present and not
+// paused, a publish fans out to every channel in the publisher's own
+// goroutine: no pump, no hand-off. Otherwise messages wait in the topic
+// (memory, then disk) and a short-lived drain goroutine moves them once a
+// channel exists and the topic is not paused.
+type Topic struct {
+	name      string
+	ephemeral bool
+	cfg       *queueConfig
+	backend   backendQueue
+	log       *slog.Logger
+	hooks     topicHooks
+	e2eWindow time.Duration
+	e2ePcts   []float64
+
+	messageCount atomic.Uint64
+	messageBytes atomic.Uint64
+
+	mu       sync.RWMutex // guards every field below
+	channels map[string]*Channel
+	mem      deque.Deque[*Message]
+	paused   bool
+	draining bool // a drain goroutine owns the backlog
+	exiting  bool
+	drainWG  sync.WaitGroup
+}
+
+func newTopic(name string, cfg *queueConfig, hooks topicHooks, e2eWindow time.Duration, e2ePcts []float64) (*Topic, error) {
+	t := &Topic{
+		name:      name,
+		ephemeral: names.IsEphemeral(name),
+		cfg:       cfg,
+		log:       cfg.logger,
+		hooks:     hooks,
+		channels:  make(map[string]*Channel),
+		e2eWindow: e2eWindow,
+		e2ePcts:   e2ePcts,
+	}
+	var err error
+	t.backend, err = cfg.openBackend(name, t.ephemeral)
+	if err != nil {
+		return nil, fmt.Errorf("topic %s: %w", name, err)
+	}
+	return t, nil
+}
+
+// Name returns the topic name.
+func (t *Topic) Name() string { return t.name }
+
+// Put publishes msgs (already carrying IDs) to the topic.
+func (t *Topic) Put(msgs []*Message) error {
+	var bytes uint64
+	for _, m := range msgs {
+		bytes += uint64(len(m.Body))
+	}
+	t.mu.RLock()
+	if t.exiting {
+		t.mu.RUnlock()
+		return errExiting
+	}
+	if !t.holdsBacklogLocked() {
+		err := t.fanOutLocked(msgs)
+		t.mu.RUnlock()
+		if err == nil {
+			t.messageCount.Add(uint64(len(msgs)))
+			t.messageBytes.Add(bytes)
+		}
+		return err
+	}
+	t.mu.RUnlock()
+
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.exiting {
+		return errExiting
+	}
+	if !t.holdsBacklogLocked() { // changed while we swapped locks
+		if err := t.fanOutLocked(msgs); err != nil {
+			return err
+		}
+	} else if err := t.queueLocked(msgs); err != nil {
+		return err
+	}
+	t.messageCount.Add(uint64(len(msgs)))
+	t.messageBytes.Add(bytes)
+	return nil
+}
+
+// holdsBacklogLocked reports whether new messages must queue in the topic.
+func (t *Topic) holdsBacklogLocked() bool {
+	return t.paused || t.draining || len(t.channels) == 0 || t.mem.Len() > 0 || t.backend.Depth() > 0
+}
+
+// fanOutLocked gives every channel its own copy (sharing the body).
+func (t *Topic) fanOutLocked(msgs []*Message) error {
+	var errs []error
+	i := 0
+	for _, ch := range t.channels {
+		batch := msgs
+		if i > 0 || len(t.channels) > 1 {
+			batch = make([]*Message, len(msgs))
+			for j, m := range msgs {
+				batch[j] = m.copyFor()
+			}
+		}
+		i++
+		if err := ch.put(batch); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// queueLocked keeps msgs in the topic: memory first, then disk.
+func (t *Topic) queueLocked(msgs []*Message) error {
+	var spill []*Message
+	for _, m := range msgs {
+		if int64(t.mem.Len()) < t.cfg.memQueueSize && len(spill) == 0 {
+			t.mem.PushBack(m)
+			continue
+		}
+		spill = append(spill, m)
+	}
+	if len(spill) > 0 {
+		if err := t.backend.PutBatch(encodeBatch(spill)); err != nil {
+			return fmt.Errorf("topic %s: %w", t.name, err)
+		}
+	}
+	t.startDrainLocked()
+	return nil
+}
+
+// startDrainLocked starts moving the backlog to the channels if it can.
+func (t *Topic) startDrainLocked() {
+	if t.draining || t.paused || t.exiting || len(t.channels) == 0 {
+		return
+	}
+	if t.mem.Len() == 0 && t.backend.Depth() == 0 {
+		return
+	}
+	t.draining = true
+	t.drainWG.Add(1)
+	go t.drain()
+}
+
+// drain moves the backlog into the channels a batch at a time and ends as
+// soon as the backlog is empty or cannot move (paused, no channels).
+func (t *Topic) drain() {
+	defer t.drainWG.Done()
+	for {
+		t.mu.Lock()
+		if t.paused || t.exiting || len(t.channels) == 0 {
+			t.draining = false
+			t.mu.Unlock()
+			return
+		}
+		batch := t.takeBacklogLocked(drainBatch)
+		if len(batch) == 0 {
+			t.draining = false
+			t.mu.Unlock()
+			return
+		}
+		err := t.fanOutLocked(batch)
+		t.mu.Unlock()
+		if err != nil {
+			t.log.Error("moving topic backlog to channels", "topic", t.name, "err", err)
+		}
+	}
+}
+
+// takeBacklogLocked pops up to n messages, alternating memory and disk.
+func (t *Topic) takeBacklogLocked(n int) []*Message {
+	var out []*Message
+	for len(out) < n {
+		if m, ok := t.mem.PopFront(); ok {
+			out = append(out, m)
+			continue
+		}
+		rec, err := t.backend.Next()
+		if err != nil {
+			break
+		}
+		m, err := decodeMessage(rec)
+		if err != nil {
+			t.log.Error("skipping corrupt message", "topic", t.name, "err", err)
+			continue
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// GetChannel returns the channel, creating it if needed.
+func (t *Topic) GetChannel(name string) (*Channel, error) {
+	t.mu.Lock()
+	ch, ok := t.channels[name]
+	if ok {
+		t.mu.Unlock()
+		return ch, nil
+	}
+	if t.exiting {
+		t.mu.Unlock()
+		return nil, errExiting
+	}
+	ch, err := newChannel(t.name, name, names.IsEphemeral(name), t.cfg,
+		newLatencyStats(t.e2eWindow, t.e2ePcts), t.onLastClient)
+	if err != nil {
+		t.mu.Unlock()
+		return nil, err
+	}
+	t.channels[name] = ch
+	t.startDrainLocked()
+	t.mu.Unlock()
+	if t.hooks.channelCreated != nil {
+		t.hooks.channelCreated(t, ch)
+	}
+	return ch, nil
+}
+
+// GetExistingChannel returns the channel if it exists.
+func (t *Topic) GetExistingChannel(name string) (*Channel, bool) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	ch, ok := t.channels[name]
+	return ch, ok
+}
+
+// DeleteChannel removes a channel and its data.
+func (t *Topic) DeleteChannel(name string) error {
+	t.mu.Lock()
+	ch, ok := t.channels[name]
+	if !ok {
+		t.mu.Unlock()
+		return errChannelNotFound
+	}
+	delete(t.channels, name)
+	left := len(t.channels)
+	t.mu.Unlock()
+	err := ch.close(true)
+	if t.hooks.channelDeleted != nil {
+		t.hooks.channelDeleted(t, ch)
+	}
+	if left == 0 && t.ephemeral && t.hooks.lastChannelGone != nil {
+		t.hooks.lastChannelGone(t)
+	}
+	return err
+}
+
+var errChannelNotFound = errors.New("channel not found")
+
+func (t *Topic) onLastClient(ch *Channel) {
+	if err := t.DeleteChannel(ch.name); err != nil && !errors.Is(err, errChannelNotFound) {
+		t.log.Error("deleting ephemeral channel", "topic", t.name, "channel", ch.name, "err", err)
+	}
+}
+
+// Channels returns the channels sorted by name.
+func (t *Topic) Channels() []*Channel {
+	t.mu.RLock()
+	out := make([]*Channel, 0, len(t.channels))
+	for _, ch := range t.channels {
+		out = append(out, ch)
+	}
+	t.mu.RUnlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	return out
+}
+
+// Pause stops moving messages to channels.
+func (t *Topic) Pause() {
+	t.mu.Lock()
+	t.paused = true
+	t.mu.Unlock()
+}
+
+// UnPause resumes moving messages to channels.
+func (t *Topic) UnPause() {
+	t.mu.Lock()
+	t.paused = false
+	t.startDrainLocked()
+	t.mu.Unlock()
+}
+
+// IsPaused reports the pause state.
+func (t *Topic) IsPaused() bool {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.paused
+}
+
+// Depth is the topic's own backlog, memory plus disk.
+func (t *Topic) Depth() int64 {
+	t.mu.RLock()
+	n := int64(t.mem.Len())
+	t.mu.RUnlock()
+	return n + t.backend.Depth()
+}
+
+// Empty drops the topic's own backlog (not its channels').
+func (t *Topic) Empty() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.mem.Clear()
+	if err := t.backend.Empty(); err != nil {
+		return fmt.Errorf("topic %s: empty: %w", t.name, err)
+	}
+	return nil
+}
+
+// close stops the topic and its channels; deleted removes their data,
+// otherwise the backlog is written to disk.
+func (t *Topic) close(deleted bool) error {
+	t.mu.Lock()
+	if t.exiting {
+		t.mu.Unlock()
+		return nil
+	}
+	t.exiting = true
+	t.mu.Unlock()
+	t.drainWG.Wait()
+
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var errs []error
+	for _, ch := range t.channels {
+		if err := ch.close(deleted); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if deleted {
+		t.mem.Clear()
+		errs = append(errs, t.backend.Delete())
+		return errors.Join(errs...)
+	}
+	if pending := t.mem.Drain(); len(pending) > 0 && !t.ephemeral {
+		errs = append(errs, t.backend.PutBatch(encodeBatch(pending)))
+	}
+	errs = append(errs, t.backend.Close())
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("topic %s: close: %w", t.name, err)
+	}
+	return nil
+}

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"sync"
 	"time"
 
 	"github.com/julienschmidt/httprouter"
@@ -31,7 +32,7 @@ func newHTTPHandler(db *RegistrationDB, opts *Options, logger *slog.Logger) http
 	r.GET("/info", httpapi.V1(s.info))
 
 	r.GET("/debug", httpapi.V1(s.debug))
-	r.GET("/lookup", httpapi.V1(s.lookup))
+	r.GET("/lookup", s.lookup)
 	r.GET("/topics", httpapi.V1(s.topics))
 	r.GET("/channels", httpapi.V1(s.channels))
 	r.GET("/nodes", httpapi.V1(s.nodes))
@@ -144,22 +145,46 @@ func (s *httpServer) info(http.ResponseWriter, *http.Request, httprouter.Params)
 	}{version.Version}, nil
 }
 
-// lookupResponse keeps NSQ's key order (its map encodes sorted).
-type lookupResponse struct {
-	Channels  []string   `json:"channels"`
-	Producers []PeerInfo `json:"producers"`
-}
-
-func (s *httpServer) lookup(_ http.ResponseWriter, r *http.Request, _ httprouter.Params) (any, error) {
+// lookup answers /lookup from the DB's pre-encoded producers into a pooled
+// buffer: consumers poll it, and it is the one query whose answer grows with
+// the cluster. Errors take the common V1 path.
+func (s *httpServer) lookup(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 	topic, err := topicParam(r)
 	if err != nil {
-		return nil, err
+		respondErr(w, err)
+		return
 	}
-	channels, producers, ok := s.db.Lookup(topic, s.filter())
+	bp := lookupBufPool.Get().(*[]byte)
+	defer func() {
+		if cap(*bp) <= maxPooledLookupBuf {
+			lookupBufPool.Put(bp)
+		}
+	}()
+	body, ok := s.db.AppendLookupJSON((*bp)[:0], topic, s.filter())
+	*bp = body
 	if !ok {
-		return nil, httpapi.Err{Code: http.StatusNotFound, Text: "TOPIC_NOT_FOUND"}
+		respondErr(w, httpapi.Err{Code: http.StatusNotFound, Text: "TOPIC_NOT_FOUND"})
+		return
 	}
-	return &lookupResponse{Channels: channels, Producers: producers}, nil
+	// The same headers httpapi.RespondV1 sends with a JSON payload.
+	w.Header().Set("X-NSQ-Content-Type", "nsq; version=1.0")
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(body)
+}
+
+// lookupBufPool holds /lookup answer buffers; one over maxPooledLookupBuf
+// (a topic with thousands of producers) is left to the GC rather than kept.
+var lookupBufPool = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
+
+const maxPooledLookupBuf = 256 << 10
+
+func respondErr(w http.ResponseWriter, err error) {
+	code := http.StatusInternalServerError
+	if e, ok := err.(httpapi.Err); ok {
+		code = e.Code
+	}
+	httpapi.RespondV1(w, code, err)
 }
 
 func (s *httpServer) topics(http.ResponseWriter, *http.Request, httprouter.Params) (any, error) {

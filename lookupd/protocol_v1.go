@@ -60,6 +60,7 @@ func (s *tcpServer) handle(conn net.Conn) {
 		log.Error("TCP: bad protocol magic", "magic", string(magic[:]))
 		_ = conn.SetWriteDeadline(time.Now().Add(writeTimeout))
 		_ = wire.WriteV1Response(conn, []byte("E_BAD_PROTOCOL"))
+		lingeringClose(conn)
 		return
 	}
 	c := &clientV1{
@@ -74,6 +75,7 @@ func (s *tcpServer) handle(conn net.Conn) {
 // ioLoop reads commands until an error, then removes the peer's
 // registrations: a dropped nsqd produces nothing.
 func (p *protocolV1) ioLoop(c *clientV1, log *slog.Logger) {
+	linger := false // after a fatal error reply
 	for {
 		_ = c.conn.SetReadDeadline(time.Now().Add(p.idleTimeout))
 		line, err := c.r.ReadSlice('\n')
@@ -82,6 +84,7 @@ func (p *protocolV1) ioLoop(c *clientV1, log *slog.Logger) {
 				ferr := wire.NewFatalClientErr("E_INVALID", "command line longer than %d bytes", maxLineLength)
 				log.Error("PROTOCOL(V1): " + ferr.Error())
 				_ = c.send([]byte(ferr.Error()))
+				linger = true
 			} else if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
 				log.Info("PROTOCOL(V1): read failed", "err", err)
 			}
@@ -96,6 +99,7 @@ func (p *protocolV1) ioLoop(c *clientV1, log *slog.Logger) {
 				log.Error("PROTOCOL(V1): " + err.Error())
 			}
 			_ = c.send([]byte(err.Error()))
+			linger = true
 			break
 		}
 		if err := c.send(resp); err != nil {
@@ -109,6 +113,21 @@ func (p *protocolV1) ioLoop(c *clientV1, log *slog.Logger) {
 			log.Info("DB: UNREGISTER", "category", r.Category, "key", r.Key, "subkey", r.SubKey)
 		}
 	}
+	if linger {
+		lingeringClose(c.conn)
+	}
+}
+
+// lingeringClose half-closes conn and discards what the peer still sends
+// for a moment. Closing a socket with unread input makes the kernel send a
+// RST, which can destroy the error reply before the peer reads it.
+func lingeringClose(conn net.Conn) {
+	if tc, ok := conn.(*net.TCPConn); ok {
+		_ = tc.CloseWrite()
+	}
+	_ = conn.SetReadDeadline(time.Now().Add(lingerTimeout))
+	_, _ = io.CopyN(io.Discard, conn, lingerMaxBytes)
+	_ = conn.Close()
 }
 
 func (p *protocolV1) exec(c *clientV1, params []string) ([]byte, error) {

@@ -1,6 +1,7 @@
 package lookupd
 
 import (
+	"encoding/json"
 	"slices"
 	"strings"
 	"sync"
@@ -41,13 +42,18 @@ type PeerInfo struct {
 type Peer struct {
 	id         string
 	info       PeerInfo
+	infoJSON   []byte       // info encoded once: /lookup copies it, never re-encodes
 	lastUpdate atomic.Int64 // unix ns of the last IDENTIFY or PING
 }
 
 // NewPeer returns a peer last seen at now. id is the nsqd connection's remote
 // address, which is what NSQ uses as a producer's identity.
 func NewPeer(id string, info PeerInfo, now time.Time) *Peer {
-	p := &Peer{id: id, info: info}
+	js, err := json.Marshal(info)
+	if err != nil {
+		panic("lookupd: PeerInfo cannot fail to encode: " + err.Error())
+	}
+	p := &Peer{id: id, info: info, infoJSON: js}
 	p.lastUpdate.Store(now.UnixNano())
 	return p
 }

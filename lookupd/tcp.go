@@ -29,6 +29,10 @@ const (
 	// writeBufferSize holds a whole reply (the largest is the ~150 byte
 	// IDENTIFY answer) so each reply is one write.
 	writeBufferSize = 512
+	// lingerTimeout and lingerMaxBytes bound how long and how much a
+	// connection that got a fatal error is drained before it is closed.
+	lingerTimeout  = 500 * time.Millisecond
+	lingerMaxBytes = 64 << 10
 	// maxIdentifyBody caps the IDENTIFY JSON; NSQ has no cap at all.
 	maxIdentifyBody = 1 << 20
 )

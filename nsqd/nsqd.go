@@ -44,7 +44,8 @@ type NSQD struct {
 	clientsMu sync.Mutex // guards clients
 	clients   map[int64]*client
 
-	metaMu sync.Mutex // serialises nsqd.dat writes
+	metaMu    sync.Mutex    // serialises nsqd.dat writes
+	metaDirty chan struct{} // signals persistLoop; capacity 1
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -72,6 +73,7 @@ func New(opts *Options) (*NSQD, error) {
 		startTime: time.Now(),
 		topics:    make(map[string]*Topic),
 		clients:   make(map[int64]*client),
+		metaDirty: make(chan struct{}, 1),
 	}
 	lvl, err := logging.ParseLevel(opts.LogLevel)
 	if err != nil {
@@ -126,6 +128,11 @@ func New(opts *Options) (*NSQD, error) {
 // Start serves the listeners in background goroutines.
 func (n *NSQD) Start() error {
 	n.log.Info("nsqd starting", "tcp", n.tcpListener.Addr().String(), "data_path", n.opts.DataPath)
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		n.persistLoop()
+	}()
 	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()
@@ -302,13 +309,29 @@ func (n *NSQD) onLastChannelGone(t *Topic) {
 	}
 }
 
-// metadataChanged persists nsqd.dat after a create, delete or pause.
+// metadataChanged asks for nsqd.dat to be rewritten after a create or
+// delete. The write happens in persistLoop so that a burst of creates (a
+// script making 10,000 channels) costs a handful of rewrites, not one full
+// rewrite and fsync each.
 func (n *NSQD) metadataChanged() {
-	if n.exiting() {
-		return
+	select {
+	case n.metaDirty <- struct{}{}:
+	default: // a rewrite is already pending and will include this change
 	}
-	if err := n.persistMetadata(); err != nil {
-		n.log.Error("persisting metadata", "err", err)
+}
+
+// persistLoop writes nsqd.dat whenever it is marked dirty, until shutdown
+// (which writes it a final time).
+func (n *NSQD) persistLoop() {
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-n.metaDirty:
+			if err := n.persistMetadata(); err != nil {
+				n.log.Error("persisting metadata", "err", err)
+			}
+		}
 	}
 }
 

@@ -5,6 +5,7 @@ package httpapi
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -147,7 +148,7 @@ func NewServer(h http.Handler, logger *slog.Logger) *http.Server {
 // Serve runs srv on l until it is shut down; the expected close error is not
 // reported.
 func Serve(srv *http.Server, l net.Listener) error {
-	if err := srv.Serve(l); err != nil && err != http.ErrServerClosed {
+	if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
 		return err
 	}
 	return nil

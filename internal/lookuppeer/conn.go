@@ -1,0 +1,104 @@
+package lookuppeer
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"net"
+	"time"
+
+	"github.com/nsqgo/nsq/internal/wire"
+)
+
+// maxReply caps a lookupd reply; the largest real one (IDENTIFY) is ~150 B.
+const maxReply = 64 << 10
+
+// conn is the client end of protocol V1. Each command is one write and one
+// reply read, each under its own deadline.
+type conn struct {
+	nc        net.Conn
+	r         *bufio.Reader
+	ioTimeout time.Duration
+	buf       []byte // scratch for building a command; small, reused
+}
+
+func newConn(nc net.Conn, ioTimeout time.Duration) *conn {
+	return &conn{nc: nc, r: bufio.NewReaderSize(nc, 256), ioTimeout: ioTimeout}
+}
+
+func (c *conn) write(b []byte) error {
+	_ = c.nc.SetWriteDeadline(time.Now().Add(c.ioTimeout))
+	if _, err := c.nc.Write(b); err != nil {
+		return fmt.Errorf("write: %w", err)
+	}
+	return nil
+}
+
+// read returns one [size][data] reply; an E_ reply is an error.
+func (c *conn) read() ([]byte, error) {
+	_ = c.nc.SetReadDeadline(time.Now().Add(c.ioTimeout))
+	n, err := wire.ReadSize(c.r)
+	if err != nil {
+		return nil, fmt.Errorf("read reply size: %w", err)
+	}
+	if n < 0 || n > maxReply {
+		return nil, fmt.Errorf("reply size %d out of range", n)
+	}
+	data := make([]byte, n)
+	if _, err := io.ReadFull(c.r, data); err != nil {
+		return nil, fmt.Errorf("read reply: %w", err)
+	}
+	if bytes.HasPrefix(data, []byte("E_")) {
+		return nil, fmt.Errorf("%w: %s", errLookupd, data)
+	}
+	return data, nil
+}
+
+func (c *conn) writeMagic() error { return c.write([]byte(wire.MagicV1)) }
+
+// identify sends IDENTIFY with body and returns lookupd's answer.
+func (c *conn) identify(body []byte) ([]byte, error) {
+	b := append(c.buf[:0], "IDENTIFY\n"...)
+	b = binary.BigEndian.AppendUint32(b, uint32(len(body)))
+	b = append(b, body...)
+	if err := c.write(b); err != nil {
+		return nil, fmt.Errorf("IDENTIFY: %w", err)
+	}
+	resp, err := c.read()
+	if err != nil {
+		return nil, fmt.Errorf("IDENTIFY: %w", err)
+	}
+	return resp, nil
+}
+
+// command sends "NAME topic [channel]" and expects OK.
+func (c *conn) command(name string, r Registration) error {
+	b := append(c.buf[:0], name...)
+	b = append(b, ' ')
+	b = append(b, r.Topic...)
+	if r.Channel != "" {
+		b = append(b, ' ')
+		b = append(b, r.Channel...)
+	}
+	b = append(b, '\n')
+	c.buf = b
+	return c.expectOK(b, name+" "+r.Topic+" "+r.Channel)
+}
+
+func (c *conn) ping() error { return c.expectOK([]byte("PING\n"), "PING") }
+
+func (c *conn) expectOK(line []byte, what string) error {
+	if err := c.write(line); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	resp, err := c.read()
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	if string(resp) != "OK" {
+		return fmt.Errorf("%s: unexpected reply %q", what, resp)
+	}
+	return nil
+}

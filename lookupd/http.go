@@ -22,11 +22,17 @@ type httpServer struct {
 	db     *RegistrationDB
 	opts   *Options // read-only
 	logger *slog.Logger
+
+	// lookupBufs holds /lookup answer buffers; one grown past
+	// maxPooledLookupBuf (a topic with thousands of producers) is left to
+	// the GC rather than kept.
+	lookupBufs sync.Pool
 }
 
 // newHTTPHandler returns the API's router.
 func newHTTPHandler(db *RegistrationDB, opts *Options, logger *slog.Logger) http.Handler {
 	s := &httpServer{db: db, opts: opts, logger: logger}
+	s.lookupBufs.New = func() any { b := make([]byte, 0, 4096); return &b }
 	r := httpapi.NewRouter(logger)
 	r.GET("/ping", httpapi.PlainText(s.ping))
 	r.GET("/info", httpapi.V1(s.info))
@@ -154,10 +160,10 @@ func (s *httpServer) lookup(w http.ResponseWriter, r *http.Request, _ httprouter
 		respondErr(w, err)
 		return
 	}
-	bp := lookupBufPool.Get().(*[]byte)
+	bp := s.lookupBufs.Get().(*[]byte)
 	defer func() {
 		if cap(*bp) <= maxPooledLookupBuf {
-			lookupBufPool.Put(bp)
+			s.lookupBufs.Put(bp)
 		}
 	}()
 	body, ok := s.db.AppendLookupJSON((*bp)[:0], topic, s.filter())
@@ -172,10 +178,6 @@ func (s *httpServer) lookup(w http.ResponseWriter, r *http.Request, _ httprouter
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(body)
 }
-
-// lookupBufPool holds /lookup answer buffers; one over maxPooledLookupBuf
-// (a topic with thousands of producers) is left to the GC rather than kept.
-var lookupBufPool = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
 
 const maxPooledLookupBuf = 256 << 10
 

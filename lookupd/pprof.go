@@ -19,8 +19,6 @@ func addPprof(r *httprouter.Router) {
 	r.HandlerFunc(http.MethodPost, "/debug/pprof/symbol", pprof.Symbol)
 	r.GET("/debug/pprof/:name", func(w http.ResponseWriter, req *http.Request, ps httprouter.Params) {
 		switch name := ps.ByName("name"); name {
-		case "":
-			pprof.Index(w, req)
 		case "cmdline":
 			pprof.Cmdline(w, req)
 		case "symbol":

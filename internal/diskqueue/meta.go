@@ -1,0 +1,225 @@
+package diskqueue
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// metaState is what the metadata file records. The text format is
+// go-diskqueue v1.1.0's ("%d\n%d,%d\n%d,%d\n") so NSQ data dirs load and
+// can be handed back to NSQ.
+type metaState struct {
+	depth    int64
+	readNum  int64
+	readPos  int64
+	writeNum int64
+	writePos int64
+}
+
+// valid reports whether the positions are self-consistent. Depth is not
+// checked: recovery recomputes it, and go-diskqueue can persist a negative
+// depth after its own accounting drift.
+func (m metaState) valid() bool {
+	if m.readNum < 0 || m.readPos < 0 || m.writeNum < 0 || m.writePos < 0 {
+		return false
+	}
+	if m.readNum > m.writeNum {
+		return false
+	}
+	return m.readNum < m.writeNum || m.readPos <= m.writePos
+}
+
+func (m metaState) appendText(b []byte) []byte {
+	b = strconv.AppendInt(b, m.depth, 10)
+	b = append(b, '\n')
+	b = strconv.AppendInt(b, m.readNum, 10)
+	b = append(b, ',')
+	b = strconv.AppendInt(b, m.readPos, 10)
+	b = append(b, '\n')
+	b = strconv.AppendInt(b, m.writeNum, 10)
+	b = append(b, ',')
+	b = strconv.AppendInt(b, m.writePos, 10)
+	return append(b, '\n')
+}
+
+var errBadMeta = errors.New("malformed metadata")
+
+// parseMeta accepts what fmt.Fscanf("%d\n%d,%d\n%d,%d\n") accepts in
+// practice: optional sign, decimal digits, and the exact separators. Trailing
+// bytes after the last newline are ignored, as Fscanf ignores them.
+func parseMeta(b []byte) (metaState, error) {
+	s := string(b)
+	var vals [5]int64
+	seps := [5]byte{'\n', ',', '\n', ',', '\n'}
+	for i := range vals {
+		j := 0
+		if j < len(s) && (s[j] == '-' || s[j] == '+') {
+			j++
+		}
+		for j < len(s) && s[j] >= '0' && s[j] <= '9' {
+			j++
+		}
+		v, err := strconv.ParseInt(s[:j], 10, 64)
+		if err != nil {
+			return metaState{}, errBadMeta
+		}
+		vals[i] = v
+		s = s[j:]
+		if len(s) == 0 {
+			// Fscanf tolerates a missing final newline.
+			if i == len(vals)-1 {
+				break
+			}
+			return metaState{}, errBadMeta
+		}
+		if s[0] != seps[i] {
+			return metaState{}, errBadMeta
+		}
+		s = s[1:]
+	}
+	return metaState{vals[0], vals[1], vals[2], vals[3], vals[4]}, nil
+}
+
+// readMeta reads the metadata file; the error wraps fs.ErrNotExist when
+// there is none.
+func readMeta(path string) (metaState, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return metaState{}, err
+	}
+	defer f.Close()
+	// The file is five numbers; cap the read so a garbage file cannot make
+	// Open allocate without bound.
+	b, err := io.ReadAll(io.LimitReader(f, 512))
+	if err != nil {
+		return metaState{}, err
+	}
+	return parseMeta(b)
+}
+
+// writeMeta replaces the metadata file atomically: write a uniquely named
+// tmp file, fsync it, rename it over the old one (go-diskqueue's procedure,
+// so a crash leaves either the old or the new file, never a torn one).
+func writeMeta(path string, m metaState) error {
+	tmp := path + "." + strconv.FormatUint(rand.Uint64(), 10) + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	var buf [96]byte
+	_, err = f.Write(m.appendText(buf[:0]))
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+	}
+	return err
+}
+
+// File naming, identical to go-diskqueue's.
+
+func metaPath(dir, name string) string {
+	return filepath.Join(dir, name+".diskqueue.meta.dat")
+}
+
+func segmentPath(dir, name string, num int64) string {
+	return filepath.Join(dir, fmt.Sprintf("%s.diskqueue.%06d.dat", name, num))
+}
+
+// parseSegmentName returns the segment number if file is a live segment of
+// queue name. Parsing is exact (digits then ".dat") so that queue "a" never
+// claims files of a queue named like "a.diskqueue.000001", and ".bad" files
+// are never treated as segments.
+func parseSegmentName(file, name string) (int64, bool) {
+	rest, ok := strings.CutPrefix(file, name+".diskqueue.")
+	if !ok {
+		return 0, false
+	}
+	digits, ok := strings.CutSuffix(rest, ".dat")
+	if !ok || len(digits) < 6 {
+		return 0, false
+	}
+	for i := 0; i < len(digits); i++ {
+		if digits[i] < '0' || digits[i] > '9' {
+			return 0, false
+		}
+	}
+	n, err := strconv.ParseInt(digits, 10, 64)
+	if err != nil {
+		return 0, false
+	}
+	return n, true
+}
+
+// isMetaTmp reports whether file is a leftover tmp file of writeMeta.
+func isMetaTmp(file, name string) bool {
+	rest, ok := strings.CutPrefix(file, name+".diskqueue.meta.dat.")
+	return ok && strings.HasSuffix(rest, ".tmp")
+}
+
+// listDir returns the names in dir; a missing dir is an empty listing
+// because Open must work before the data path has any files.
+func listDir(dir string) ([]string, error) {
+	d, err := os.Open(dir)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	defer d.Close()
+	// Readdirnames avoids an lstat per entry; data dirs can hold many files.
+	return d.Readdirnames(-1)
+}
+
+// segmentRange finds the lowest and highest live segment numbers of name.
+func segmentRange(dir, name string) (lo, hi int64, found bool, err error) {
+	names, err := listDir(dir)
+	if err != nil {
+		return 0, 0, false, err
+	}
+	for _, fn := range names {
+		n, ok := parseSegmentName(fn, name)
+		if !ok {
+			continue
+		}
+		if !found || n < lo {
+			lo = n
+		}
+		if !found || n > hi {
+			hi = n
+		}
+		found = true
+	}
+	return lo, hi, found, nil
+}
+
+func fileExists(path string) bool {
+	_, err := os.Lstat(path)
+	return err == nil
+}
+
+// badPath picks the name a corrupt segment is set aside under. It is
+// "<segment>.bad" like go-diskqueue, but an older .bad file (from a queue
+// that was deleted and recreated, restarting numbering) is never replaced:
+// .bad files are evidence and are never deleted.
+func badPath(seg string) string {
+	p := seg + ".bad"
+	for i := 1; fileExists(p) && i < 1000; i++ {
+		p = seg + "." + strconv.Itoa(i) + ".bad"
+	}
+	return p
+}

@@ -1,0 +1,247 @@
+package diskqueue
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"io"
+	"os"
+	"sync"
+)
+
+// Recovery. go-diskqueue trusts its metadata, which is only as fresh as the
+// last sync: after a crash it believes fewer records exist than were
+// written and, with no metadata at all, starts writing over them. We use
+// the metadata only as a starting point (where the reader was) and find the
+// truth by walking the records of every segment from there on:
+//
+//   - the write end is the end of the last complete record of the last
+//     segment that exists (segments beyond the recorded write segment are
+//     picked up);
+//   - the depth is the number of complete records from the read position to
+//     the write end;
+//   - a partial record at the end of the last segment (a write cut short by
+//     the crash) is truncated away; nothing that was fully written is ever
+//     overwritten;
+//   - bad data (an impossible length) in the last segment is left in place
+//     and writing moves to a new segment; the reader sets the segment aside
+//     when it gets there, after delivering the records before the damage.
+
+// unreadableMeta marks persisted state as "metadata file exists but is
+// garbage", so that the next sync rewrites it whatever the state.
+var unreadableMeta = metaState{readNum: -1}
+
+func (q *Queue) recover() error {
+	ms, err := readMeta(q.metaFile)
+	haveMeta := false
+	switch {
+	case err == nil && ms.valid():
+		haveMeta = true
+		q.persisted = ms
+	case err == nil:
+		q.log.Warn("diskqueue metadata inconsistent, rescanning all segments",
+			"queue", q.name, "file", q.metaFile)
+		q.persisted = unreadableMeta
+	case errors.Is(err, os.ErrNotExist):
+	default:
+		q.log.Warn("diskqueue metadata unreadable, rescanning all segments",
+			"queue", q.name, "file", q.metaFile, "err", err)
+		q.persisted = unreadableMeta
+	}
+
+	last := ms.writeNum
+	if haveMeta {
+		noteOpened(q.dir, q.name)
+		// Writes after the last metadata sync may have rolled into new
+		// segments; those are numbered consecutively.
+		for fileExists(q.segPath(last + 1)) {
+			last++
+		}
+	} else {
+		// Without metadata only a directory listing can tell where the
+		// data starts (an emptied queue does not restart at 0). A missing
+		// file is the common case, a new queue: ask the index first.
+		if q.persisted != unreadableMeta {
+			maybe, err := mayHaveSegments(q.dir, q.name)
+			if err != nil {
+				return err
+			}
+			if !maybe {
+				return nil
+			}
+		}
+		lo, hi, found, err := segmentRange(q.dir, q.name)
+		if err != nil {
+			return err
+		}
+		if !found {
+			return nil // a new queue: nothing to recover
+		}
+		ms = metaState{readNum: lo, writeNum: hi}
+		last = hi
+	}
+	return q.scanFrom(ms, last, haveMeta)
+}
+
+// scanFrom walks segments ms.readNum..last from ms.readPos and sets the
+// queue state from what it finds.
+func (q *Queue) scanFrom(ms metaState, last int64, haveMeta bool) error {
+	readNum, readPos := ms.readNum, ms.readPos
+	writeNum, writePos := last, int64(0)
+	var depth int64
+	leading := true // no existing segment seen yet
+	for n := ms.readNum; n <= last; n++ {
+		start := int64(0)
+		if n == ms.readNum {
+			start = ms.readPos
+		}
+		path := q.segPath(n)
+		res, err := scanSegment(path, start, q.minSize, q.maxSize)
+		if errors.Is(err, os.ErrNotExist) {
+			if leading {
+				// The read segment is gone: most likely a crash between
+				// deleting a fully read segment and persisting the new read
+				// position (go-diskqueue's order). Start at the next one.
+				if n == readNum && n < last {
+					readNum, readPos = n+1, 0
+				} else if n == readNum {
+					readPos = 0
+				}
+			}
+			// A gap after data is counted bad when the reader reaches it.
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		leading = false
+		if n == readNum && res.start != readPos {
+			q.log.Warn("diskqueue metadata read position is past the end of its segment",
+				"queue", q.name, "segment", path, "readPos", readPos, "size", res.size)
+			readPos = res.start
+		}
+		depth += res.count
+		if n < last {
+			if res.tail != tailClean {
+				q.log.Warn("diskqueue damaged segment; its records up to the damage will be delivered, then it is set aside",
+					"queue", q.name, "segment", path, "offset", res.end, "size", res.size)
+			}
+			continue
+		}
+		switch res.tail {
+		case tailClean:
+			writePos = res.end
+		case tailPartial:
+			q.log.Warn("diskqueue truncating partial record at the end of the last segment",
+				"queue", q.name, "segment", path, "offset", res.end, "size", res.size)
+			if err := os.Truncate(path, res.end); err != nil {
+				return err
+			}
+			writePos = res.end
+		case tailCorrupt:
+			q.log.Warn("diskqueue damaged last segment; writing moves to a new segment",
+				"queue", q.name, "segment", path, "offset", res.end, "size", res.size)
+			writeNum, writePos = last+1, 0
+		}
+	}
+	q.readNum, q.readPos = readNum, readPos
+	q.writeNum, q.writePos = writeNum, writePos
+	q.depth.Store(depth)
+	if haveMeta && q.state() != ms {
+		q.log.Info("diskqueue recovered state differs from metadata",
+			"queue", q.name,
+			"meta", string(ms.appendText(nil)), "recovered", string(q.state().appendText(nil)))
+	}
+	return nil
+}
+
+type tailKind int
+
+const (
+	tailClean   tailKind = iota // segment ends at a record boundary
+	tailPartial                 // ends inside a record (cut-short write)
+	tailCorrupt                 // an impossible length: cannot parse further
+)
+
+type segScan struct {
+	start int64 // where the walk started (readPos clamped to the size)
+	end   int64 // end of the last complete, valid record
+	size  int64
+	count int64 // complete records between start and end
+	tail  tailKind
+}
+
+// scanBufSize is larger than the read buffer because a scan walks whole
+// segments; the buffers are pooled and only used during Open.
+const scanBufSize = 64 << 10
+
+var scanPool = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, scanBufSize) }}
+
+// scanSegment walks the records of one segment from start. Bodies are
+// skipped, not copied; large ones by seeking.
+func scanSegment(path string, start, minSize, maxSize int64) (segScan, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return segScan{}, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return segScan{}, err
+	}
+	size := fi.Size()
+	start = min(start, size)
+	res := segScan{start: start, end: start, size: size}
+	if start == size {
+		return res, nil
+	}
+	if _, err := f.Seek(start, io.SeekStart); err != nil {
+		return res, err
+	}
+	rd := scanPool.Get().(*bufio.Reader)
+	rd.Reset(f)
+	defer func() {
+		rd.Reset(nil)
+		scanPool.Put(rd)
+	}()
+	pos := start
+	for pos < size {
+		if pos+4 > size {
+			res.tail = tailPartial
+			break
+		}
+		hdr, err := rd.Peek(4)
+		if err != nil {
+			if err == io.EOF || err == io.ErrUnexpectedEOF {
+				res.tail = tailPartial // the file shrank under us
+				break
+			}
+			return res, err
+		}
+		n := int64(int32(binary.BigEndian.Uint32(hdr)))
+		if n < minSize || n > maxSize {
+			res.tail = tailCorrupt
+			break
+		}
+		if pos+4+n > size {
+			res.tail = tailPartial
+			break
+		}
+		skip := 4 + n
+		if skip <= int64(rd.Size()) {
+			if _, err := rd.Discard(int(skip)); err != nil {
+				res.tail = tailPartial
+				break
+			}
+		} else {
+			if _, err := f.Seek(pos+skip, io.SeekStart); err != nil {
+				return res, err
+			}
+			rd.Reset(f)
+		}
+		pos += skip
+		res.count++
+	}
+	res.end = pos
+	return res, nil
+}

@@ -58,19 +58,28 @@ func ResolveMap(opts any, fs *flag.FlagSet, cfg map[string]any) error {
 		return err
 	}
 	byKey := make(map[string]optionField, len(fields))
+	byFlag := make(map[string]optionField, len(fields))
 	for _, f := range fields {
 		if fs.Lookup(f.flag) == nil {
 			return fmt.Errorf("option %s: no flag %q in the flag set", f.name, f.flag)
 		}
 		byKey[f.key] = f
+		byFlag[f.flag] = f
 	}
 	var unknown []string
 	for key, v := range cfg {
 		f, ok := byKey[key]
 		if !ok {
-			if fs.Lookup(strings.ReplaceAll(key, "_", "-")) == nil {
-				unknown = append(unknown, key)
+			flagName := strings.ReplaceAll(key, "_", "-")
+			if f, isOption := byFlag[flagName]; isOption {
+				// The flag's own name is not its config key (a cfg tag
+				// renames it); go-options would ignore the value.
+				unknown = append(unknown, fmt.Sprintf("%q (did you mean %q?)", key, f.key))
+			} else if fs.Lookup(flagName) == nil {
+				unknown = append(unknown, fmt.Sprintf("%q", key))
 			}
+			// Otherwise a flag that backs no option (config, version,
+			// verbose): accepted and unused, as in NSQ.
 			continue
 		}
 		cv, err := convert(v, f.typ)
@@ -81,7 +90,7 @@ func ResolveMap(opts any, fs *flag.FlagSet, cfg map[string]any) error {
 	}
 	if len(unknown) > 0 {
 		slices.Sort(unknown)
-		return fmt.Errorf("unknown option(s) %s", quoteAll(unknown))
+		return fmt.Errorf("unknown option(s) %s", strings.Join(unknown, ", "))
 	}
 	options.Resolve(opts, fs, cfg)
 	return nil
@@ -146,12 +155,4 @@ func optionFields(opts any) ([]optionField, error) {
 	}
 	walk(v.Elem())
 	return out, nil
-}
-
-func quoteAll(ss []string) string {
-	q := make([]string, len(ss))
-	for i, s := range ss {
-		q[i] = fmt.Sprintf("%q", s)
-	}
-	return strings.Join(q, ", ")
 }

@@ -144,6 +144,7 @@ func TestResolveErrors(t *testing.T) {
 		name, body, want string
 	}{
 		{"unknown key", "tcp_adress = \"x\"\nzzz = 1\n", `unknown option(s) "tcp_adress", "zzz"`},
+		{"flag name of a renamed option", "lookupd_tcp_address = [\"a:1\"]\n", `unknown option(s) "lookupd_tcp_address" (did you mean "nsqlookupd_tcp_addresses"?)`},
 		{"bad toml", "tcp_address = \n", "config file"},
 		{"bad duration", `msg_timeout = "soon"`, `option "msg_timeout": invalid duration "soon"`},
 		{"float duration", `msg_timeout = 1.5`, `option "msg_timeout": invalid duration`},

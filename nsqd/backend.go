@@ -2,6 +2,7 @@ package nsqd
 
 import (
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/nsqgo/nsq/internal/diskqueue"
@@ -34,6 +35,15 @@ type queueConfig struct {
 	msgTimeout      time.Duration
 	maxMsgTimeout   time.Duration
 	logger          *slog.Logger
+	guard           *memoryGuard // nil when memory limits are off (tests)
+}
+
+// queueBytes is the daemon-wide memory-queue byte counter, if any.
+func (c *queueConfig) queueBytes() *atomic.Int64 {
+	if c.guard == nil {
+		return nil
+	}
+	return &c.guard.queueBytes
 }
 
 func newQueueConfig(o *Options, logger *slog.Logger) *queueConfig {

@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/nsqgo/nsq/internal/deque"
 	"github.com/nsqgo/nsq/internal/pqueue"
 )
 
@@ -67,7 +66,7 @@ type Channel struct {
 	e2e          *latencyStats
 
 	mu           sync.Mutex // guards every field below
-	mem          deque.Deque[*Message]
+	mem          memQueue
 	inFlight     map[MessageID]*Message // nil until first delivery
 	inFlightPQ   pqueue.Queue[*Message] // by timeout deadline
 	deferredPQ   pqueue.Queue[*Message] // by due time
@@ -90,6 +89,7 @@ func newChannel(topicName, name string, ephemeral bool, cfg *queueConfig, e2e *l
 		onLastClient: onLastClient,
 		e2e:          e2e,
 	}
+	ch.mem.total = cfg.queueBytes()
 	var err error
 	ch.backend, err = cfg.openBackend(channelBackendName(topicName, name), ephemeral)
 	if err != nil {
@@ -289,7 +289,7 @@ func (ch *Channel) enqueueLocked(m *Message, now int64) bool {
 			return true
 		}
 	}
-	if int64(ch.mem.Len()) < ch.cfg.memQueueSize {
+	if int64(ch.mem.Len()) < ch.cfg.memQueueSize && ch.cfg.guard.admit(ch.mem.bytes, memSize(m)) {
 		ch.mem.PushBack(m)
 		return true
 	}

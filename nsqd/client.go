@@ -133,7 +133,10 @@ func (c *client) writeOutbox() {
 			c.flushLocked()
 			return
 		}
+		// Hand the spare array to the outbox and forget it, so the batch
+		// being written and the outbox never share an array.
 		c.outbox = c.spare[:0]
+		c.spare = nil
 		c.outMu.Unlock()
 
 		for i, m := range batch {

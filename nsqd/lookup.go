@@ -1,9 +1,104 @@
 package nsqd
 
-// lookupdAddresses and setLookupdAddresses are wired to the lookupd peer
-// manager once registration exists.
-func (n *NSQD) lookupdAddresses() []string {
-	return append([]string{}, n.opts.NSQLookupdTCPAddresses...)
+import (
+	"context"
+	"net/http"
+	"os"
+
+	"github.com/nsqgo/nsq/internal/lookuppeer"
+	"github.com/nsqgo/nsq/internal/names"
+	"github.com/nsqgo/nsq/internal/netx"
+	"github.com/nsqgo/nsq/internal/version"
+)
+
+// startLookup connects to the configured nsqlookupds (PROTOCOL.md §E).
+func (n *NSQD) startLookup() {
+	host, _ := os.Hostname()
+	tcpPort, httpPort := n.opts.BroadcastTCPPort, n.opts.BroadcastHTTPPort
+	if tcpPort == 0 {
+		tcpPort = netx.Port(n.tcpListener)
+	}
+	if httpPort == 0 && n.httpListener != nil {
+		httpPort = netx.Port(n.httpListener)
+	}
+	n.lookup = lookuppeer.NewManager(lookuppeer.Identity{
+		BroadcastAddress: n.opts.BroadcastAddress,
+		Hostname:         host,
+		Version:          version.Version,
+		TCPPort:          tcpPort,
+		HTTPPort:         httpPort,
+	}, n.registrations, n.log)
+	n.lookup.Start(n.opts.NSQLookupdTCPAddresses)
 }
 
-func (n *NSQD) setLookupdAddresses(addrs []string) {}
+// registrations lists what lookupd must know: every channel, or the bare
+// topic when it has none.
+func (n *NSQD) registrations() []lookuppeer.Registration {
+	var out []lookuppeer.Registration
+	for _, t := range n.Topics() {
+		chans := t.Channels()
+		if len(chans) == 0 {
+			out = append(out, lookuppeer.Registration{Topic: t.name})
+			continue
+		}
+		for _, ch := range chans {
+			out = append(out, lookuppeer.Registration{Topic: t.name, Channel: ch.name})
+		}
+	}
+	return out
+}
+
+func (n *NSQD) lookupdAddresses() []string {
+	if n.lookup == nil {
+		return append([]string{}, n.opts.NSQLookupdTCPAddresses...)
+	}
+	return n.lookup.Addresses()
+}
+
+func (n *NSQD) setLookupdAddresses(addrs []string) {
+	if n.lookup != nil {
+		n.lookup.SetAddresses(addrs)
+	}
+}
+
+func (n *NSQD) lookupRegister(topic, channel string) {
+	if n.lookup != nil {
+		n.lookup.Register(topic, channel)
+	}
+}
+
+func (n *NSQD) lookupUnregister(topic, channel string) {
+	if n.lookup != nil {
+		n.lookup.Unregister(topic, channel)
+	}
+}
+
+// precreateChannels asks the lookupds which channels a new topic has
+// elsewhere and creates them before the topic's backlog is let go, so every
+// channel sees the topic's first messages. Ephemeral channels are never
+// pre-created.
+func (n *NSQD) precreateChannels(t *Topic) {
+	defer t.releaseStartHold()
+	if n.lookup == nil {
+		return
+	}
+	addrs := n.lookup.HTTPAddresses()
+	if len(addrs) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(n.ctx, n.opts.HTTPClientRequestTimeout)
+	defer cancel()
+	client := &http.Client{Timeout: n.opts.HTTPClientRequestTimeout}
+	chans, err := lookuppeer.QueryChannels(ctx, client, addrs, t.name)
+	if err != nil {
+		n.log.Warn("querying lookupd for channels", "topic", t.name, "err", err)
+	}
+	for _, c := range chans {
+		if names.IsEphemeral(c) || !names.Valid(c) {
+			continue
+		}
+		if _, err := t.GetChannel(c); err != nil {
+			n.log.Error("pre-creating channel", "topic", t.name, "channel", c, "err", err)
+		}
+	}
+}

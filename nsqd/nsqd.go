@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/nsqgo/nsq/internal/logging"
+	"github.com/nsqgo/nsq/internal/lookuppeer"
 	"github.com/nsqgo/nsq/internal/names"
 	"github.com/nsqgo/nsq/internal/netx"
 )
@@ -26,6 +27,8 @@ type NSQD struct {
 	log       *slog.Logger
 	logLevel  *slog.LevelVar
 	qcfg      *queueConfig
+	lookup    *lookuppeer.Manager // nil until Start
+	guard     *memoryGuard
 	ids       *idGenerator
 	startTime time.Time
 	dirLock   *dirLock
@@ -91,6 +94,10 @@ func New(opts *Options) (*NSQD, error) {
 		}
 	}
 	n.qcfg = newQueueConfig(opts, n.log)
+	if n.guard, err = newMemoryGuard(opts, n.log); err != nil {
+		return nil, err
+	}
+	n.qcfg.guard = n.guard
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 
 	if n.dirLock, err = lockDataDir(opts.DataPath); err != nil {
@@ -133,6 +140,16 @@ func (n *NSQD) Start() error {
 		defer n.wg.Done()
 		n.persistLoop()
 	}()
+	n.startLookup()
+	n.guard.start(n.opts.MemoryMonitorInterval, n.onMemoryStateChange)
+	lim := n.guard.limits
+	n.log.Info("memory limits", "source", lim.Source, "hard_bytes", lim.Hard, "soft_bytes", lim.Soft,
+		"max_memory_queue_bytes", n.guard.maxQueueBytes, "max_deferred_bytes", n.guard.maxDeferred)
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		n.guard.monitor.Run(n.ctx)
+	}()
 	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()
@@ -147,6 +164,13 @@ func (n *NSQD) Start() error {
 			if err := serveHTTP(n.httpServer, n.httpListener); err != nil {
 				n.log.Error("http server", "err", err)
 			}
+		}()
+	}
+	if n.opts.StatsdAddress != "" {
+		n.wg.Add(1)
+		go func() {
+			defer n.wg.Done()
+			n.statsdLoop()
 		}()
 	}
 	return nil
@@ -172,9 +196,12 @@ func (n *NSQD) Shutdown(ctx context.Context) error {
 	}
 	n.log.Info("nsqd shutting down")
 	n.cancel()
-	n.closeListeners()
+	_ = n.tcpListener.Close()
 	var errs []error
-	if n.httpServer != nil {
+	if n.httpServer == nil && n.httpListener != nil {
+		_ = n.httpListener.Close()
+	}
+	if n.httpServer != nil { // Shutdown closes its listener
 		if err := n.httpServer.Shutdown(ctx); err != nil {
 			errs = append(errs, err)
 		}
@@ -184,6 +211,9 @@ func (n *NSQD) Shutdown(ctx context.Context) error {
 		c.close()
 	}
 	n.clientsMu.Unlock()
+	if n.lookup != nil {
+		n.lookup.Close()
+	}
 	n.wg.Wait()
 
 	if err := n.persistMetadata(); err != nil {
@@ -240,9 +270,17 @@ func (n *NSQD) getTopic(name string, notify bool) (*Topic, error) {
 		n.mu.Unlock()
 		return nil, err
 	}
+	starting := notify && !n.loading.Load() && n.lookup != nil
+	if starting {
+		t.holdForStart()
+	}
 	n.topics[name] = t
 	n.mu.Unlock()
 	n.log.Info("topic created", "topic", name)
+	n.lookupRegister(name, "")
+	if starting {
+		n.precreateChannels(t)
+	}
 	if notify && !n.loading.Load() && !t.ephemeral {
 		n.metadataChanged()
 	}
@@ -269,6 +307,7 @@ func (n *NSQD) DeleteExistingTopic(name string) error {
 	n.mu.Unlock()
 	err := t.close(true)
 	n.log.Info("topic deleted", "topic", name)
+	n.lookupUnregister(name, "")
 	if !t.ephemeral {
 		n.metadataChanged()
 	}
@@ -291,6 +330,7 @@ func (n *NSQD) Topics() []*Topic {
 
 func (n *NSQD) onChannelCreated(t *Topic, ch *Channel) {
 	n.log.Info("channel created", "topic", t.name, "channel", ch.name)
+	n.lookupRegister(t.name, ch.name)
 	if !n.loading.Load() && !ch.ephemeral && !t.ephemeral {
 		n.metadataChanged()
 	}
@@ -298,6 +338,7 @@ func (n *NSQD) onChannelCreated(t *Topic, ch *Channel) {
 
 func (n *NSQD) onChannelDeleted(t *Topic, ch *Channel) {
 	n.log.Info("channel deleted", "topic", t.name, "channel", ch.name)
+	n.lookupUnregister(t.name, ch.name)
 	if !ch.ephemeral && !t.ephemeral {
 		n.metadataChanged()
 	}
@@ -337,6 +378,9 @@ func (n *NSQD) persistLoop() {
 
 // publish assigns IDs and timestamps to bodies and puts them on the topic.
 func (n *NSQD) publish(t *Topic, bodies [][]byte, deferFor time.Duration) error {
+	if err := n.guard.checkPublish(); err != nil {
+		return err
+	}
 	start := n.ids.reserve(len(bodies))
 	now := time.Now().UnixNano()
 	var due int64
@@ -369,7 +413,7 @@ func (n *NSQD) setHealth(err error) {
 		}
 		return
 	}
-	if errors.Is(err, errExiting) {
+	if errors.Is(err, errExiting) || errors.Is(err, errMemoryLimit) {
 		return
 	}
 	s := err.Error()
@@ -405,6 +449,9 @@ func validateOptions(o *Options) error {
 	if o.MaxRdyCount <= 0 {
 		return errors.New("--max-rdy-count must be positive")
 	}
+	if o.StatsdAddress != "" && (o.StatsdInterval <= 0 || o.StatsdUDPPacketSize <= 0) {
+		return errors.New("--statsd-interval and --statsd-udp-packet-size must be positive")
+	}
 	return validateUnimplemented(o)
 }
 
@@ -417,9 +464,6 @@ func validateUnimplemented(o *Options) error {
 	}
 	if len(o.AuthHTTPAddresses) > 0 {
 		bad = append(bad, "--auth-http-address")
-	}
-	if o.StatsdAddress != "" {
-		bad = append(bad, "--statsd-address")
 	}
 	if len(bad) > 0 {
 		return fmt.Errorf("not implemented yet in this build: %v", bad)

@@ -74,6 +74,15 @@ type Options struct {
 	E2EProcessingLatencyWindowTime  time.Duration `flag:"e2e-processing-latency-window-time"`
 	E2EProcessingLatencyPercentiles []float64     `flag:"e2e-processing-latency-percentile" cfg:"e2e_processing_latency_percentiles"`
 
+	// memory limits (DESIGN.md memory rule 4); sizes accept units or a
+	// percent of the detected limit
+	MemSoftLimit          string        `flag:"mem-soft-limit"`
+	MemHardLimit          string        `flag:"mem-hard-limit"`
+	MemQueueBytes         int64         `flag:"mem-queue-bytes"`
+	MaxMemoryQueueBytes   int64         `flag:"max-memory-queue-bytes"`
+	MaxDeferredMemory     int64         `flag:"max-deferred-memory"`
+	MemoryMonitorInterval time.Duration `flag:"memory-monitor-interval"`
+
 	// TLS config
 	TLSCert             string `flag:"tls-cert"`
 	TLSKey              string `flag:"tls-key"`
@@ -89,9 +98,9 @@ type Options struct {
 
 	// Logger receives the daemon's logs; nil builds one from LogLevel,
 	// LogPrefix and LogFormat writing to stderr.
-	Logger *slog.Logger `flag:"-" cfg:"-"`
+	Logger *slog.Logger
 	// LogOutput is where a built logger writes; nil means stderr.
-	LogOutput io.Writer `flag:"-" cfg:"-"`
+	LogOutput io.Writer
 }
 
 // TLS requirement levels of --tls-required.
@@ -159,6 +168,8 @@ func NewOptions() *Options {
 		StatsdUDPPacketSize: 508,
 
 		E2EProcessingLatencyWindowTime: 10 * time.Minute,
+
+		MemoryMonitorInterval: 250 * time.Millisecond,
 
 		DeflateEnabled:  true,
 		MaxDeflateLevel: 6,

@@ -37,9 +37,9 @@ func stateBit(s int32) stateSet {
 type bodyKind uint8
 
 const (
-	noBody    bodyKind = iota
-	sizedBody          // [int32 n][n bytes]
-	mpubBody           // [int32 total][int32 count]( [int32 n][n bytes] )*
+	noBodyFollows      bodyKind = iota
+	lengthPrefixedBody          // [int32 n][n bytes]
+	mpubParts                   // [int32 total][int32 count]( [int32 n][n bytes] )*
 )
 
 // commandSpec is one row of the protocol table: everything about a command
@@ -63,8 +63,8 @@ func maxBodySize(o *Options) int64 { return o.MaxBodySize }
 
 // commands is the protocol V2 table (PROTOCOL.md §D.3).
 var commands = map[string]*commandSpec{
-	"IDENTIFY": {states: inInit, body: sizedBody, bodyCode: "E_BAD_BODY", limit: maxBodySize, run: (*client).identify},
-	"AUTH":     {states: inInit, body: sizedBody, bodyCode: "E_BAD_BODY", limit: maxBodySize, run: (*client).auth},
+	"IDENTIFY": {states: inInit, body: lengthPrefixedBody, bodyCode: "E_BAD_BODY", limit: maxBodySize, run: (*client).identify},
+	"AUTH":     {states: inInit, body: lengthPrefixedBody, bodyCode: "E_BAD_BODY", limit: maxBodySize, run: (*client).auth},
 	"SUB":      {states: inInit, minParams: 2, paramsMsg: "insufficient number of parameters", run: (*client).subscribe},
 	"RDY":      {states: inSubscribed, silentIn: inClosing, run: (*client).ready},
 	"FIN":      {states: inSubscribed | inClosing, minParams: 1, paramsMsg: "insufficient number of params", check: checkMsgID, run: (*client).finish},
@@ -73,11 +73,11 @@ var commands = map[string]*commandSpec{
 	"CLS":      {states: inSubscribed, run: (*client).startClose},
 	"NOP":      {states: inAny, run: func(*client, [][]byte, []byte) ([]byte, error) { return nil, nil }},
 	"PUB": {states: inAny, minParams: 1, paramsMsg: "insufficient number of parameters", check: checkTopic,
-		body: sizedBody, bodyCode: "E_BAD_MESSAGE", limit: maxMsgSize, run: (*client).pub},
+		body: lengthPrefixedBody, bodyCode: "E_BAD_MESSAGE", limit: maxMsgSize, run: (*client).pub},
 	"DPUB": {states: inAny, minParams: 2, paramsMsg: "insufficient number of parameters", check: checkDPUB,
-		body: sizedBody, bodyCode: "E_BAD_MESSAGE", limit: maxMsgSize, run: (*client).dpub},
+		body: lengthPrefixedBody, bodyCode: "E_BAD_MESSAGE", limit: maxMsgSize, run: (*client).dpub},
 	"MPUB": {states: inAny, minParams: 1, paramsMsg: "insufficient number of parameters", check: checkTopic,
-		body: mpubBody, bodyCode: "E_BAD_BODY", limit: maxBodySize, run: (*client).mpub},
+		body: mpubParts, bodyCode: "E_BAD_BODY", limit: maxBodySize, run: (*client).mpub},
 }
 
 // maxParams bounds how many space-separated parameters a line may have.
@@ -178,12 +178,12 @@ func (c *client) exec(params [][]byte) ([]byte, error) {
 	}
 	var body []byte
 	switch spec.body {
-	case sizedBody:
+	case lengthPrefixedBody:
 		var err error
 		if body, err = c.readSizedBody(string(name), spec.bodyCode, spec.limit(c.n.opts)); err != nil {
 			return nil, err
 		}
-	case mpubBody:
+	case mpubParts:
 		if err := c.readMPUBHeader(spec.limit(c.n.opts)); err != nil {
 			return nil, err
 		}

@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/nsqgo/nsq/internal/deque"
 	"github.com/nsqgo/nsq/internal/names"
 )
 
@@ -45,9 +44,10 @@ type Topic struct {
 
 	mu       sync.RWMutex // guards every field below
 	channels map[string]*Channel
-	mem      deque.Deque[*Message]
+	mem      memQueue
 	paused   bool
 	draining bool // a drain goroutine owns the backlog
+	starting bool // channels are being pre-created; hold the backlog
 	exiting  bool
 	drainWG  sync.WaitGroup
 }
@@ -63,6 +63,7 @@ func newTopic(name string, cfg *queueConfig, hooks topicHooks, e2eWindow time.Du
 		e2eWindow: e2eWindow,
 		e2ePcts:   e2ePcts,
 	}
+	t.mem.total = cfg.queueBytes()
 	var err error
 	t.backend, err = cfg.openBackend(name, t.ephemeral)
 	if err != nil {
@@ -113,9 +114,24 @@ func (t *Topic) Put(msgs []*Message) error {
 	return nil
 }
 
+// holdForStart keeps new messages in the topic until releaseStartHold, so
+// that channels pre-created from lookupd all see the first messages.
+func (t *Topic) holdForStart() {
+	t.mu.Lock()
+	t.starting = true
+	t.mu.Unlock()
+}
+
+func (t *Topic) releaseStartHold() {
+	t.mu.Lock()
+	t.starting = false
+	t.startDrainLocked()
+	t.mu.Unlock()
+}
+
 // holdsBacklogLocked reports whether new messages must queue in the topic.
 func (t *Topic) holdsBacklogLocked() bool {
-	return t.paused || t.draining || len(t.channels) == 0 || t.mem.Len() > 0 || t.backend.Depth() > 0
+	return t.paused || t.starting || t.draining || len(t.channels) == 0 || t.mem.Len() > 0 || t.backend.Depth() > 0
 }
 
 // fanOutLocked gives every channel its own copy (sharing the body).
@@ -142,7 +158,7 @@ func (t *Topic) fanOutLocked(msgs []*Message) error {
 func (t *Topic) queueLocked(msgs []*Message) error {
 	var spill []*Message
 	for _, m := range msgs {
-		if int64(t.mem.Len()) < t.cfg.memQueueSize && len(spill) == 0 {
+		if len(spill) == 0 && int64(t.mem.Len()) < t.cfg.memQueueSize && t.cfg.guard.admit(t.mem.bytes, memSize(m)) {
 			t.mem.PushBack(m)
 			continue
 		}
@@ -159,7 +175,7 @@ func (t *Topic) queueLocked(msgs []*Message) error {
 
 // startDrainLocked starts moving the backlog to the channels if it can.
 func (t *Topic) startDrainLocked() {
-	if t.draining || t.paused || t.exiting || len(t.channels) == 0 {
+	if t.draining || t.paused || t.starting || t.exiting || len(t.channels) == 0 {
 		return
 	}
 	if t.mem.Len() == 0 && t.backend.Depth() == 0 {
@@ -176,7 +192,7 @@ func (t *Topic) drain() {
 	defer t.drainWG.Done()
 	for {
 		t.mu.Lock()
-		if t.paused || t.exiting || len(t.channels) == 0 {
+		if t.paused || t.starting || t.exiting || len(t.channels) == 0 {
 			t.draining = false
 			t.mu.Unlock()
 			return

@@ -86,7 +86,7 @@ func parseOptions(args []string, stdout io.Writer) (*nsqd.Options, error) {
 			return nil, err
 		}
 	}
-	if err := config.Resolve(opts, fs, cfg); err != nil {
+	if err := config.ResolveMap(opts, fs, cfg); err != nil {
 		return nil, err
 	}
 	return opts, nil

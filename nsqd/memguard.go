@@ -1,0 +1,225 @@
+package nsqd
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"sync/atomic"
+	"time"
+
+	"github.com/nsqgo/nsq/internal/memlimit"
+)
+
+// freeOSMemoryEvery rate-limits debug.FreeOSMemory, which stops the world.
+const freeOSMemoryEvery = 5 * time.Second
+
+// errMemoryLimit refuses publishes while usage is over the soft limit.
+var errMemoryLimit = errors.New("memory limit exceeded")
+
+// memoryGuard applies DESIGN.md memory rule 4: it knows the limits, keeps
+// byte budgets for the memory queues, and says whether a message may be
+// kept in memory and whether a publish may be accepted at all.
+type memoryGuard struct {
+	limits        memlimit.Limits
+	monitor       *memlimit.Monitor
+	perQueueBytes int64 // --mem-queue-bytes; 0 = no per-queue byte limit
+	maxQueueBytes int64 // --max-memory-queue-bytes, resolved
+	maxDeferred   int64 // --max-deferred-memory, resolved
+	queueBytes    atomic.Int64
+	deferredBytes atomic.Int64
+	lastFree      atomic.Int64
+	log           *slog.Logger
+}
+
+// newMemoryGuard resolves the limits from the options and the machine.
+func newMemoryGuard(o *Options, log *slog.Logger) (*memoryGuard, error) {
+	detected, derr := memlimit.Detect()
+	if detected.Hard == 0 {
+		return nil, fmt.Errorf("cannot determine a memory limit: %w", derr)
+	}
+	if derr != nil {
+		log.Warn("memory limit detection", "err", derr)
+	}
+	g := &memoryGuard{limits: detected, perQueueBytes: o.MemQueueBytes, log: log}
+	if o.MemHardLimit != "" {
+		v, err := memlimit.ParseSize(o.MemHardLimit, detected.Hard)
+		if err != nil {
+			return nil, fmt.Errorf("--mem-hard-limit: %w", err)
+		}
+		g.limits.Hard, g.limits.Soft, g.limits.Source = v, v-v/4, "flag"
+	}
+	if o.MemSoftLimit != "" {
+		v, err := memlimit.ParseSize(o.MemSoftLimit, g.limits.Hard)
+		if err != nil {
+			return nil, fmt.Errorf("--mem-soft-limit: %w", err)
+		}
+		g.limits.Soft = v
+	}
+	if g.limits.Soft > g.limits.Hard {
+		return nil, fmt.Errorf("--mem-soft-limit (%d) is above the hard limit (%d)", g.limits.Soft, g.limits.Hard)
+	}
+	g.maxQueueBytes = o.MaxMemoryQueueBytes
+	if g.maxQueueBytes == 0 {
+		g.maxQueueBytes = int64(g.limits.Soft / 2)
+	}
+	g.maxDeferred = o.MaxDeferredMemory
+	if g.maxDeferred == 0 {
+		g.maxDeferred = int64(g.limits.Soft / 10)
+	}
+	return g, nil
+}
+
+// start tells the Go runtime the soft limit and begins monitoring.
+func (g *memoryGuard) start(interval time.Duration, onChange func(old, new memlimit.State, usage uint64)) {
+	debug.SetMemoryLimit(int64(g.limits.Soft))
+	g.monitor = memlimit.NewMonitor(g.limits.Soft, interval, memlimit.GoUsage, onChange)
+}
+
+// state is the current memory state; Normal before monitoring starts.
+func (g *memoryGuard) state() memlimit.State {
+	if g == nil || g.monitor == nil {
+		return memlimit.Normal
+	}
+	return g.monitor.State()
+}
+
+// admit reports whether a message of size bytes may join a memory queue
+// that already holds queueBytes. Under memory pressure nothing new is kept
+// in memory: it goes to disk.
+func (g *memoryGuard) admit(queueBytes, size int64) bool {
+	if g == nil {
+		return true
+	}
+	if g.state() != memlimit.Normal {
+		return false
+	}
+	if g.perQueueBytes > 0 && queueBytes+size > g.perQueueBytes {
+		return false
+	}
+	return g.maxQueueBytes <= 0 || g.queueBytes.Load()+size <= g.maxQueueBytes
+}
+
+// admitDeferred reports whether a deferred message may be held in memory.
+func (g *memoryGuard) admitDeferred(size int64) bool {
+	if g == nil || g.maxDeferred <= 0 {
+		return true
+	}
+	return g.deferredBytes.Load()+size <= g.maxDeferred && g.state() == memlimit.Normal
+}
+
+// checkPublish refuses publishes while usage is over the soft limit.
+func (g *memoryGuard) checkPublish() error {
+	if g.state() != memlimit.Over {
+		return nil
+	}
+	return fmt.Errorf("%w: usage %d bytes is over the soft limit of %d bytes (%s); publishing resumes when usage recovers",
+		errMemoryLimit, g.monitor.Usage(), g.limits.Soft, g.limits.Source)
+}
+
+// maybeFreeOSMemory returns freed heap to the OS at most every few seconds.
+func (g *memoryGuard) maybeFreeOSMemory() {
+	now := time.Now().UnixNano()
+	last := g.lastFree.Load()
+	if now-last < int64(freeOSMemoryEvery) || !g.lastFree.CompareAndSwap(last, now) {
+		return
+	}
+	debug.FreeOSMemory()
+}
+
+// MemoryInfo is the memory section of /info and /stats.
+type MemoryInfo struct {
+	State            string `json:"state"`
+	Source           string `json:"limit_source"`
+	HardLimit        uint64 `json:"hard_limit_bytes"`
+	SoftLimit        uint64 `json:"soft_limit_bytes"`
+	Usage            uint64 `json:"usage_bytes"`
+	QueueBytes       int64  `json:"memory_queue_bytes"`
+	MaxQueueBytes    int64  `json:"max_memory_queue_bytes"`
+	DeferredBytes    int64  `json:"deferred_bytes"`
+	MaxDeferredBytes int64  `json:"max_deferred_bytes"`
+}
+
+func (g *memoryGuard) info() MemoryInfo {
+	mi := MemoryInfo{
+		State:            g.state().String(),
+		Source:           string(g.limits.Source),
+		HardLimit:        g.limits.Hard,
+		SoftLimit:        g.limits.Soft,
+		QueueBytes:       g.queueBytes.Load(),
+		MaxQueueBytes:    g.maxQueueBytes,
+		DeferredBytes:    g.deferredBytes.Load(),
+		MaxDeferredBytes: g.maxDeferred,
+	}
+	if g.monitor != nil {
+		mi.Usage = g.monitor.Usage()
+	}
+	return mi
+}
+
+// onMemoryStateChange logs each transition once and sheds memory when it
+// gets tight.
+func (n *NSQD) onMemoryStateChange(old, new memlimit.State, usage uint64) {
+	lim := n.guard.limits
+	n.log.Warn("memory state changed", "from", old.String(), "to", new.String(),
+		"usage_bytes", usage, "soft_limit_bytes", lim.Soft, "hard_limit_bytes", lim.Hard)
+	if new == memlimit.Normal {
+		return
+	}
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		n.shedMemory()
+	}()
+}
+
+// shedMemory moves memory queues that nobody is consuming to disk and gives
+// freed memory back to the OS.
+func (n *NSQD) shedMemory() {
+	var moved int
+	for _, t := range n.Topics() {
+		moved += t.spillToDisk()
+		for _, ch := range t.Channels() {
+			moved += ch.spillIfIdle()
+		}
+	}
+	n.log.Info("memory shed", "messages_moved_to_disk", moved)
+	n.guard.maybeFreeOSMemory()
+}
+
+// spillToDisk writes the topic's memory backlog to disk.
+func (t *Topic) spillToDisk() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.ephemeral || t.exiting || t.mem.Len() == 0 {
+		return 0
+	}
+	msgs := t.mem.Drain()
+	if err := t.backend.PutBatch(encodeBatch(msgs)); err != nil {
+		for _, m := range msgs { // keep them rather than lose them
+			t.mem.PushBack(m)
+		}
+		t.log.Error("spilling topic to disk", "topic", t.name, "err", err)
+		return 0
+	}
+	return len(msgs)
+}
+
+// spillIfIdle writes the channel's memory queue to disk when no subscriber
+// is ready to take it soon.
+func (ch *Channel) spillIfIdle() int {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	if ch.ephemeral || ch.exiting || ch.mem.Len() == 0 || (!ch.paused && ch.readySubLocked() != nil) {
+		return 0
+	}
+	msgs := ch.mem.Drain()
+	if err := ch.backend.PutBatch(encodeBatch(msgs)); err != nil {
+		for _, m := range msgs {
+			ch.mem.PushBack(m)
+		}
+		ch.log.Error("spilling channel to disk", "topic", ch.topicName, "channel", ch.name, "err", err)
+		return 0
+	}
+	return len(msgs)
+}

@@ -9,7 +9,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"path/filepath"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -40,7 +42,22 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, version.String("nsqlookupd"))
 		return 0
 	}
-	prg := &program{opts: opts}
+	// go-svc subscribes to signals only after Start returns; a SIGTERM in
+	// between would kill the process without a graceful Shutdown. Subscribe
+	// first and turn an early signal into the stop context.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sigc := make(chan os.Signal, 1)
+	signal.Notify(sigc, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigc)
+	go func() {
+		select {
+		case <-sigc:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	prg := &program{opts: opts, ctx: ctx, cancel: cancel}
 	if err := svc.Run(prg, syscall.SIGINT, syscall.SIGTERM); err != nil {
 		fmt.Fprintf(stderr, "[nsqlookupd] FATAL: %s\n", err)
 		return 1
@@ -53,11 +70,13 @@ type program struct {
 	opts   *lookupd.Options
 	daemon *lookupd.LOOKUPD
 
-	// ctx is done when the daemon failed on its own; go-svc then calls
-	// Stop as it would on a signal. fatal is written before cancel.
+	// ctx is done on a signal caught before go-svc listens, or when the
+	// daemon failed on its own; go-svc then calls Stop as it would on a
+	// signal. fatal is set before cancel; atomic because a signal may
+	// reach Stop while the failure is being recorded.
 	ctx    context.Context
 	cancel context.CancelFunc
-	fatal  error
+	fatal  atomic.Pointer[error]
 }
 
 func (p *program) Init(env svc.Environment) error {
@@ -78,30 +97,26 @@ func (p *program) Start() error {
 		return err
 	}
 	p.daemon = d
-	p.ctx, p.cancel = context.WithCancel(context.Background())
 	go func() {
-		if err := <-d.Err(); err != nil {
-			p.fatal = err
+		select {
+		case err := <-d.Err():
+			p.fatal.Store(&err)
 			p.cancel()
+		case <-p.ctx.Done():
 		}
 	}()
 	return nil
 }
 
-// Context lets go-svc stop the program when the daemon fails.
-func (p *program) Context() context.Context {
-	if p.ctx == nil {
-		return context.Background()
-	}
-	return p.ctx
-}
+// Context lets go-svc stop the program on an early signal or a failure.
+func (p *program) Context() context.Context { return p.ctx }
 
 func (p *program) Stop() error {
 	ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
 	err := p.daemon.Shutdown(ctx)
-	if p.ctx != nil && p.ctx.Err() != nil && p.fatal != nil {
-		return errors.Join(p.fatal, err)
+	if fatal := p.fatal.Load(); fatal != nil {
+		return errors.Join(*fatal, err)
 	}
 	return err
 }

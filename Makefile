@@ -10,7 +10,7 @@ APPS     := $(notdir $(wildcard apps/*))
 BENCHES  := $(notdir $(wildcard bench/bench_*))
 TESTFLAGS ?=
 
-.PHONY: all build run test bench vet fmt lint clean
+.PHONY: all build run test bench vet fmt lint staticcheck fuzz install dist clean
 
 all: build
 
@@ -34,11 +34,44 @@ vet:
 fmt:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
 
-lint: fmt vet
+# staticcheck is used when it can be installed (it comes from the module proxy).
+STATICCHECK_VERSION ?= v0.8.2
+staticcheck:
+	@if $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) -version >/dev/null 2>&1; then \
+		$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...; \
+	else echo "staticcheck $(STATICCHECK_VERSION) not installable here; skipped"; fi
+
+lint: fmt vet staticcheck
 
 # Every test, with the race detector.
 test: fmt vet
 	$(GO) test -race -count=1 -timeout 45m $(TESTFLAGS) ./...
+
+# Each fuzz target for FUZZTIME (make test runs their seed corpora).
+FUZZTIME ?= 30s
+fuzz:
+	@for pkg in $$($(GO) list ./...); do \
+		for f in $$($(GO) test -list '^Fuzz' $$pkg 2>/dev/null | grep '^Fuzz'); do \
+			echo "== $$pkg $$f"; \
+			$(GO) test -run XXX -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+		done; \
+	done
+
+install: build
+	install -d $(DESTDIR)$(PREFIX)/bin
+	@for app in $(APPS); do install -m 0755 $(BUILD)/$$app $(DESTDIR)$(PREFIX)/bin/$$app || exit 1; done
+	install -d $(DESTDIR)$(PREFIX)/share/doc/nsq
+	install -m 0644 README.md ChangeLog.md contrib/nsqd.cfg.example contrib/nsqlookupd.cfg.example $(DESTDIR)$(PREFIX)/share/doc/nsq/
+
+# A versioned tarball of every binary, built with -trimpath and the version stamped in.
+DIST := nsq-$(VERSION).$(shell $(GO) env GOOS)-$(shell $(GO) env GOARCH)
+dist: build
+	rm -rf dist/$(DIST) && mkdir -p dist/$(DIST)/bin
+	cp $(addprefix $(BUILD)/,$(APPS)) dist/$(DIST)/bin/
+	cp README.md ChangeLog.md dist/$(DIST)/
+	cp -r contrib dist/$(DIST)/
+	tar -C dist -czf dist/$(DIST).tar.gz $(DIST)
+	@echo "dist/$(DIST).tar.gz"
 
 bench: build
 	./bench.sh

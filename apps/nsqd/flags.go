@@ -188,6 +188,13 @@ func newFlagSet(opts *nsqd.Options) *flag.FlagSet {
 	tlsMinVersion := tlsMinVersionOption(opts.TLSMinVersion)
 	fs.Var(&tlsMinVersion, "tls-min-version", "minimum TLS version (tls1.0, tls1.1, tls1.2, tls1.3)")
 
+	fs.String("mem-hard-limit", opts.MemHardLimit, "memory limit: bytes (e.g. 512MiB, 2G) or a percent of the detected limit (default: cgroup memory.max / memory.limit_in_bytes, else rlimit, else physical RAM)")
+	fs.String("mem-soft-limit", opts.MemSoftLimit, "soft memory limit: bytes or a percent of the hard limit (default 75%); near it messages go to disk, above it publishes are refused")
+	fs.Int64("mem-queue-bytes", opts.MemQueueBytes, "bytes of messages a topic or channel keeps in memory before spilling to disk (0 = only --mem-queue-size applies)")
+	fs.Int64("max-memory-queue-bytes", opts.MaxMemoryQueueBytes, "bytes of messages all memory queues together may hold (0 = half the soft limit)")
+	fs.Int64("max-deferred-memory", opts.MaxDeferredMemory, "bytes of deferred messages kept in memory (0 = a tenth of the soft limit)")
+	fs.Duration("memory-monitor-interval", opts.MemoryMonitorInterval, "how often memory usage is sampled")
+
 	fs.Bool("deflate", opts.DeflateEnabled, "enable deflate feature negotiation (client compression)")
 	fs.Int("max-deflate-level", opts.MaxDeflateLevel, "max deflate compression level a client can negotiate (> values == > nsqd CPU usage)")
 	fs.Bool("snappy", opts.SnappyEnabled, "enable snappy feature negotiation (client compression)")

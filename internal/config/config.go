@@ -11,6 +11,7 @@ import (
 	"flag"
 	"fmt"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -155,4 +156,22 @@ func optionFields(opts any) ([]optionField, error) {
 	}
 	walk(v.Elem())
 	return out, nil
+}
+
+// Undocumented returns the config keys of opts that an example config file
+// does not mention as "key =" at the start of a line (commented out or
+// not). Tests use it so that example files cannot go stale.
+func Undocumented(example []byte, opts any) ([]string, error) {
+	fields, err := optionFields(opts)
+	if err != nil {
+		return nil, err
+	}
+	var missing []string
+	for _, f := range fields {
+		re := regexp.MustCompile(`(?m)^#? ?` + regexp.QuoteMeta(f.key) + ` =`)
+		if !re.Match(example) {
+			missing = append(missing, f.key)
+		}
+	}
+	return missing, nil
 }

@@ -1,0 +1,306 @@
+package main
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nsqio/go-nsq"
+)
+
+// memoryCgroup is a memory-limited cgroup the test made and will remove.
+type memoryCgroup struct {
+	dir   string
+	procs string
+	oom   func() string // OOM-kill evidence, "" when none
+}
+
+// newMemoryCgroup creates a cgroup limited to limit bytes (v2 memory.max, or
+// v1 memory.limit_in_bytes), or skips the test saying why it cannot.
+func newMemoryCgroup(t *testing.T, limit int64) *memoryCgroup {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("memory cgroup test needs root to create a cgroup")
+	}
+	name := fmt.Sprintf("nsqd-test-%d", os.Getpid())
+	try := []struct {
+		root, limitFile, eventsFile string
+	}{
+		{"/sys/fs/cgroup", "memory.max", "memory.events"},
+		{"/sys/fs/cgroup/unified", "memory.max", "memory.events"},
+		{"/sys/fs/cgroup/memory", "memory.limit_in_bytes", "memory.oom_control"},
+	}
+	for _, c := range try {
+		if _, err := os.Stat(filepath.Join(c.root, "cgroup.procs")); err != nil {
+			continue
+		}
+		if c.limitFile == "memory.max" {
+			ctrl, _ := os.ReadFile(filepath.Join(c.root, "cgroup.controllers"))
+			if !strings.Contains(string(ctrl), "memory") {
+				continue
+			}
+			_ = os.WriteFile(filepath.Join(c.root, "cgroup.subtree_control"), []byte("+memory"), 0o644)
+		}
+		dir := filepath.Join(c.root, name)
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			continue
+		}
+		if err := os.WriteFile(filepath.Join(dir, c.limitFile), []byte(fmt.Sprint(limit)), 0o644); err != nil {
+			_ = os.Remove(dir)
+			continue
+		}
+		cg := &memoryCgroup{dir: dir, procs: filepath.Join(dir, "cgroup.procs")}
+		events := filepath.Join(dir, c.eventsFile)
+		cg.oom = func() string {
+			b, _ := os.ReadFile(events)
+			for _, line := range strings.Split(string(b), "\n") {
+				if f := strings.Fields(line); len(f) == 2 && f[0] == "oom_kill" && f[1] != "0" {
+					return line
+				}
+			}
+			return ""
+		}
+		t.Cleanup(func() {
+			for i := 0; i < 50; i++ {
+				if os.Remove(dir) == nil {
+					return
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			t.Logf("could not remove cgroup %s", dir)
+		})
+		return cg
+	}
+	t.Skip("no writable memory cgroup (v2 memory controller or v1 memory hierarchy) on this machine")
+	return nil
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func buildNSQD(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "nsqd")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// TestMemoryCgroupFlood runs nsqd in a 256 MB memory cgroup and floods it
+// with 2 GB of publishes while a slow consumer holds messages in flight for
+// a while before finishing them. nsqd must not be OOM-killed, must refuse
+// publishes while over its soft limit and accept them again afterwards, and
+// every acknowledged message must be consumed.
+func TestMemoryCgroupFlood(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long test")
+	}
+	const (
+		limit     = 256 << 20
+		bodySize  = 64 << 10
+		total     = 2 << 30
+		perBatch  = 16
+		numMsgs   = total / bodySize
+		producers = 4
+		hold      = 500 * time.Millisecond
+	)
+	cg := newMemoryCgroup(t, limit)
+	bin := buildNSQD(t)
+	tcpPort, httpPort := freePort(t), freePort(t)
+	tcpAddr := fmt.Sprintf("127.0.0.1:%d", tcpPort)
+	httpAddr := fmt.Sprintf("127.0.0.1:%d", httpPort)
+	logFile := filepath.Join(t.TempDir(), "nsqd.log")
+	script := fmt.Sprintf("echo $$ > %s && exec %s --tcp-address=%s --http-address=%s --data-path=%s --mem-soft-limit=50%% --log-level=info > %s 2>&1",
+		cg.procs, bin, tcpAddr, httpAddr, t.TempDir(), logFile)
+	cmd := exec.Command("sh", "-c", script)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		if b, err := os.ReadFile(logFile); err == nil && t.Failed() {
+			t.Logf("nsqd log:\n%s", tail(string(b), 40))
+		}
+	})
+	waitHTTP(t, "http://"+httpAddr+"/ping", exited)
+
+	// The slow consumer: RDY 2500, each message finished only after hold.
+	var seen sync.Map
+	var received atomic.Int64
+	cfg := nsq.NewConfig()
+	cfg.MaxInFlight = 2500
+	consumer, err := nsq.NewConsumer("flood", "slow", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	consumer.SetLogger(nil, nsq.LogLevelError)
+	consumer.AddHandler(nsq.HandlerFunc(func(m *nsq.Message) error {
+		m.DisableAutoResponse()
+		seq := binary.BigEndian.Uint64(m.Body)
+		if _, dup := seen.LoadOrStore(seq, true); !dup {
+			received.Add(1)
+		}
+		time.AfterFunc(hold, m.Finish)
+		return nil
+	}))
+	if err := consumer.ConnectToNSQD(tcpAddr); err != nil {
+		t.Fatal(err)
+	}
+	defer consumer.Stop()
+
+	// Producers: each acknowledged batch is recorded; a memory refusal is
+	// counted and the batch retried after a pause.
+	var acked, refused, acceptedAfterRefusal atomic.Int64
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, producers)
+	for p := 0; p < producers; p++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			prod, err := nsq.NewProducer(tcpAddr, nsq.NewConfig())
+			if err != nil {
+				errs <- err
+				return
+			}
+			prod.SetLogger(nil, nsq.LogLevelError)
+			defer prod.Stop()
+			for {
+				start := next.Add(perBatch) - perBatch
+				if start >= numMsgs {
+					return
+				}
+				batch := make([][]byte, 0, perBatch)
+				for s := start; s < start+perBatch && s < numMsgs; s++ {
+					b := make([]byte, bodySize)
+					binary.BigEndian.PutUint64(b, uint64(s))
+					batch = append(batch, b)
+				}
+				for attempt := 0; ; attempt++ {
+					err := prod.MultiPublish("flood", batch)
+					if err == nil {
+						acked.Add(int64(len(batch)))
+						if refused.Load() > 0 {
+							acceptedAfterRefusal.Add(1)
+						}
+						break
+					}
+					switch {
+					case strings.Contains(err.Error(), "memory limit"):
+						refused.Add(1)
+					case errors.Is(err, nsq.ErrNotConnected), errors.Is(err, nsq.ErrStopped):
+						// the refusal is fatal, so go-nsq reconnects
+					default:
+						errs <- fmt.Errorf("publish: %w", err)
+						return
+					}
+					if attempt > 2000 {
+						errs <- errors.New("publishes refused for too long")
+						return
+					}
+					time.Sleep(20 * time.Millisecond)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(3 * time.Minute)
+	for received.Load() < acked.Load() {
+		select {
+		case err := <-exited:
+			t.Fatalf("nsqd exited during the drain: %v (oom: %q)", err, cg.oom())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("consumed %d of %d acknowledged messages", received.Load(), acked.Load())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("acknowledged %d messages (%d MB), refused %d publishes, %d accepted after the first refusal",
+		acked.Load(), acked.Load()*bodySize>>20, refused.Load(), acceptedAfterRefusal.Load())
+	if oom := cg.oom(); oom != "" {
+		t.Fatalf("the kernel OOM-killed in the cgroup: %s", oom)
+	}
+	select {
+	case err := <-exited:
+		t.Fatalf("nsqd exited: %v", err)
+	default:
+	}
+	if refused.Load() == 0 {
+		t.Errorf("no publish was refused: usage never went over the soft limit")
+	}
+	if acceptedAfterRefusal.Load() == 0 {
+		t.Errorf("no publish was accepted after the first refusal")
+	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("nsqd exit after SIGTERM: %v", err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("nsqd did not exit after SIGTERM")
+	}
+}
+
+func waitHTTP(t *testing.T, url string, exited <-chan error) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		resp, err := http.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		select {
+		case err := <-exited:
+			t.Fatalf("nsqd exited before answering %s: %v", url, err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("nsqd did not answer %s", url)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func tail(s string, n int) string {
+	sc := bufio.NewScanner(strings.NewReader(s))
+	var lines []string
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+	}
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}

@@ -167,7 +167,7 @@ func TestStopMidStreamLosesNothing(t *testing.T) {
 	}()
 	tooltest.Eventually(t, "archiving under way", func() bool {
 		c, ok := tooltest.Channel(t, httpAddr, "stream", "nsq_to_file")
-		return ok && c.MessageCount >= 500
+		return ok && c.MessageCount-c.Depth-c.InFlight-c.Deferred >= 500 // FIN'd
 	})
 	if err := p.Stop(); err != nil {
 		t.Fatalf("run: %v\n%s", err, p.Stderr)

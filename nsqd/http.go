@@ -37,6 +37,7 @@ func newHTTPServer(n *NSQD) *http.Server {
 	r.Handle("POST", "/pub", v1(s.pub))
 	r.Handle("POST", "/mpub", v1(s.mpub))
 	r.Handle("GET", "/stats", v1(s.stats))
+	r.Handler("GET", "/metrics", n.metricsHandler())
 	r.Handle("POST", "/topic/create", v1(s.topicCreate))
 	r.Handle("POST", "/topic/delete", v1(s.topicDelete))
 	r.Handle("POST", "/topic/empty", v1(s.topicEmpty))

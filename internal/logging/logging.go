@@ -46,17 +46,23 @@ func LevelName(l slog.Level) string {
 }
 
 // New returns a logger writing to w in format ("text" or "json") at the level
-// held by level, each line starting with prefix (NSQ's --log-prefix).
+// held by level. In text, each line starts with prefix (NSQ's --log-prefix).
+// In json, each line must stay one JSON object for log shippers, so the
+// prefix becomes a "prefix" field instead ("[nsqd] " → "nsqd").
 func New(w io.Writer, prefix, format string, level *slog.LevelVar) (*slog.Logger, error) {
-	if prefix != "" {
-		w = &prefixWriter{w: w, prefix: []byte(prefix)}
-	}
 	opts := &slog.HandlerOptions{Level: level}
 	switch format {
 	case "", "text":
+		if prefix != "" {
+			w = &prefixWriter{w: w, prefix: []byte(prefix)}
+		}
 		return slog.New(slog.NewTextHandler(w, opts)), nil
 	case "json":
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
+		l := slog.New(slog.NewJSONHandler(w, opts))
+		if p := strings.Trim(prefix, "[] \t"); p != "" {
+			l = l.With("prefix", p)
+		}
+		return l, nil
 	}
 	return nil, fmt.Errorf("invalid log format %q (want text or json)", format)
 }

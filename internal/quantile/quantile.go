@@ -27,6 +27,8 @@ type Quantile struct {
 	streams [2]sketch
 	cur     int       // index of the stream receiving values
 	start   time.Time // when streams[cur] became current; zero before first use
+	total   uint64    // values inserted since New, for Prometheus' _count
+	sum     float64   // their sum, for Prometheus' _sum
 }
 
 // New returns a Quantile over window reporting the given percentiles, each
@@ -60,7 +62,29 @@ func (q *Quantile) Insert(v int64, now time.Time) {
 	q.mu.Lock()
 	q.advance(now)
 	q.streams[q.cur].add(v)
+	q.total++
+	q.sum += float64(v)
 	q.mu.Unlock()
+}
+
+// Totals returns how many values were inserted since New and their sum,
+// whatever the window: the cumulative _count and _sum of a Prometheus
+// summary, whose quantiles come from the window.
+func (q *Quantile) Totals() (count uint64, sum float64) {
+	if q == nil {
+		return 0, 0
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.total, q.sum
+}
+
+// Percentiles returns the configured percentiles (do not modify).
+func (q *Quantile) Percentiles() []float64 {
+	if q == nil {
+		return nil
+	}
+	return q.percentiles
 }
 
 // advance rotates the streams for the half-windows that have ended by now.
@@ -90,6 +114,12 @@ func (q *Quantile) advance(now time.Time) {
 type Result struct {
 	Count       int                  `json:"count"`
 	Percentiles []map[string]float64 `json:"percentiles"`
+
+	// src and at let Merge combine the sketches themselves rather than
+	// their percentiles: the union's percentile is not any average of the
+	// parts' percentiles.
+	src *Quantile
+	at  time.Time
 }
 
 // Result returns the count and percentiles of the values inserted during
@@ -105,6 +135,8 @@ func (q *Quantile) Result(now time.Time) *Result {
 	r := &Result{
 		Count:       int(a.n + b.n),
 		Percentiles: make([]map[string]float64, len(q.percentiles)),
+		src:         q,
+		at:          now,
 	}
 	for i, p := range q.percentiles {
 		r.Percentiles[i] = map[string]float64{"quantile": p, "value": query(a, b, p)}
@@ -112,15 +144,20 @@ func (q *Quantile) Result(now time.Time) *Result {
 	return r
 }
 
-// Merge combines channel results into a topic result. Counts add up. Each
-// percentile's value is the count-weighted average of the channels' values
-// for that percentile (rounded to a whole number): exact when the channels
-// see the same distribution, and always between the smallest and largest
-// channel value, but not the true percentile of the union, which would need
-// the sketches rather than their results. Percentiles appear in the order
-// first seen. Nil results are skipped; with no enabled result the
-// percentiles are nil, NSQ's "disabled" shape.
+// Merge combines channel results into a topic result, as NSQ merges its
+// channels' streams. Counts add up. When every result came from
+// Quantile.Result, each percentile is that of the union of the channels'
+// windows, from their sketches merged counter by counter (so as accurate as
+// one channel's); the windows are read again at the time each Result was
+// taken, so values inserted since then are included. Results built by hand
+// fall back to the count-weighted average of the channels' values, which is
+// exact only when the channels see the same distribution. Percentiles
+// appear in the order first seen. Nil results are skipped; with no enabled
+// result the percentiles are nil, NSQ's "disabled" shape.
 func Merge(rs ...*Result) *Result {
+	if out, ok := mergeExact(rs); ok {
+		return out
+	}
 	out := &Result{}
 	var sums, weights []float64 // per out.Percentiles entry
 	for _, r := range rs {

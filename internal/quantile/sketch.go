@@ -51,7 +51,32 @@ func (s *sketch) add(v int64) {
 		s.zeros++
 		return
 	}
-	i := binOf(v)
+	s.addBin(binOf(v), 1)
+}
+
+// merge adds every value of o to s: counters add up, so the union is as
+// accurate as each part (up to the maxBins fold of the lowest bins).
+func (s *sketch) merge(o *sketch) {
+	if o.n == 0 {
+		return
+	}
+	if s.n == 0 || o.min < s.min {
+		s.min = o.min
+	}
+	if s.n == 0 || o.max > s.max {
+		s.max = o.max
+	}
+	s.n += o.n
+	s.zeros += o.zeros
+	for j, c := range o.bins {
+		if c > 0 {
+			s.addBin(o.offset+j, c)
+		}
+	}
+}
+
+// addBin counts c values in bin i.
+func (s *sketch) addBin(i int, c uint64) {
 	if len(s.bins) == 0 {
 		s.offset = i
 		s.resize(1)
@@ -71,7 +96,7 @@ func (s *sketch) add(v int64) {
 		}
 		s.resize(i - s.offset + 1)
 	}
-	s.bins[i-s.offset]++
+	s.bins[i-s.offset] += c
 }
 
 // resize sets len(bins) to n, zeroing new counters, and caps the capacity
@@ -130,6 +155,9 @@ func (s *sketch) count(i int) uint64 {
 }
 
 func (s *sketch) reset() { *s = sketch{} } // drop bins: an idle stream holds no memory
+
+// clearKeep empties s but keeps its counters' memory for reuse.
+func (s *sketch) clearKeep() { *s = sketch{bins: s.bins[:0]} }
 
 // query returns the q-quantile of the values in both sketches, taking the
 // value of nearest rank ceil(q·n). The estimate is clamped to the observed

@@ -6,74 +6,81 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/nsqgo/nsq/internal/diskqueue"
 )
 
 // Deferred messages survive a graceful restart with their due time, which
-// NSQ's format cannot carry: they go to a side queue per channel named
-// "<topic>:<channel>:deferred" (':' cannot occur in a valid name, so it can
-// never collide with a real queue), each record being
+// NSQ's format cannot carry: they go to a side queue, each record being
 //
 //	[ 8: due time, unix ns ][ message encoding ... ]
+//
+// A channel's is "<topic>:<channel>:deferred"; a topic's (DPUBs waiting in
+// a topic that has no channel yet, or is paused) is "<topic>:#deferred".
+// Neither can collide with a real queue: ':' cannot occur in a valid name,
+// and "#deferred" is not a valid channel name. The side queue exists only
+// between a shutdown and the next start, which takes it back and deletes it.
 const deferredRecordPrefix = 8
 
 func (ch *Channel) deferredName() string {
 	return channelBackendName(ch.topicName, ch.name) + ":deferred"
 }
 
-func (ch *Channel) openDeferredStore() (*diskqueue.Queue, error) {
+func topicDeferredName(topic string) string { return topic + ":#deferred" }
+
+func metaFilePath(dataPath, name string) string {
+	return filepath.Join(dataPath, name+".diskqueue.meta.dat")
+}
+
+func openDeferredStore(cfg *queueConfig, name string) (*diskqueue.Queue, error) {
 	return diskqueue.Open(diskqueue.Options{
-		Name:            ch.deferredName(),
-		DataPath:        ch.cfg.dataPath,
-		MaxBytesPerFile: ch.cfg.maxBytesPerFile,
+		Name:            name,
+		DataPath:        cfg.dataPath,
+		MaxBytesPerFile: cfg.maxBytesPerFile,
 		MinMsgSize:      deferredRecordPrefix + messageHeaderLen,
-		MaxMsgSize:      int32(ch.cfg.maxMsgSize) + deferredRecordPrefix + messageHeaderLen,
-		SyncEvery:       ch.cfg.syncEvery,
+		MaxMsgSize:      int32(cfg.maxMsgSize) + deferredRecordPrefix + messageHeaderLen,
+		SyncEvery:       cfg.syncEvery,
 		SyncTimeout:     0,
-		Logger:          ch.log,
+		Logger:          cfg.logger,
 	})
 }
 
-// saveDeferred writes msgs to the side queue. Caller holds ch.mu.
-func (ch *Channel) saveDeferred(msgs []*Message) error {
+// saveDeferredTo appends msgs, each with its due time, to the side queue name.
+func saveDeferredTo(cfg *queueConfig, name string, msgs []*Message, due func(*Message) int64) error {
 	if len(msgs) == 0 {
 		return nil
 	}
-	q, err := ch.openDeferredStore()
+	q, err := openDeferredStore(cfg, name)
 	if err != nil {
 		return err
 	}
 	recs := make([][]byte, len(msgs))
 	for i, m := range msgs {
 		b := make([]byte, deferredRecordPrefix, deferredRecordPrefix+messageHeaderLen+len(m.Body))
-		binary.BigEndian.PutUint64(b, uint64(m.Priority))
+		binary.BigEndian.PutUint64(b, uint64(due(m)))
 		recs[i] = m.appendEncoded(b)
 	}
 	return errors.Join(q.PutBatch(recs), q.Close())
 }
 
-// loadDeferred takes back what saveDeferred wrote and removes the side queue.
-func (ch *Channel) loadDeferred() error {
-	if ch.ephemeral {
+// loadDeferredFrom hands every message of the side queue name to put, then
+// deletes the queue. A missing queue is not an error.
+func loadDeferredFrom(cfg *queueConfig, name string, put func(m *Message, due int64)) error {
+	if _, err := os.Stat(metaFilePath(cfg.dataPath, name)); err != nil {
 		return nil
 	}
-	meta := filepath.Join(ch.cfg.dataPath, ch.deferredName()+".diskqueue.meta.dat")
-	if _, err := os.Stat(meta); err != nil {
-		return nil
-	}
-	q, err := ch.openDeferredStore()
+	q, err := openDeferredStore(cfg, name)
 	if err != nil {
 		return err
 	}
-	ch.mu.Lock()
-	defer ch.mu.Unlock()
 	for {
 		rec, err := q.Next()
 		if errors.Is(err, diskqueue.ErrEmpty) {
 			break
 		}
 		if err != nil {
+			_ = q.Close()
 			return fmt.Errorf("read deferred: %w", err)
 		}
 		if len(rec) < deferredRecordPrefix {
@@ -83,7 +90,63 @@ func (ch *Channel) loadDeferred() error {
 		if err != nil {
 			continue
 		}
-		ch.deferLocked(m, int64(binary.BigEndian.Uint64(rec)))
+		put(m, int64(binary.BigEndian.Uint64(rec)))
 	}
 	return q.Delete()
+}
+
+// saveDeferred writes msgs (deferred, due at their Priority) to the side
+// queue. Caller holds ch.mu.
+func (ch *Channel) saveDeferred(msgs []*Message) error {
+	return saveDeferredTo(ch.cfg, ch.deferredName(), msgs, func(m *Message) int64 { return m.Priority })
+}
+
+// loadDeferred takes back what saveDeferred wrote.
+func (ch *Channel) loadDeferred() error {
+	if ch.ephemeral {
+		return nil
+	}
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	return loadDeferredFrom(ch.cfg, ch.deferredName(), ch.deferLocked)
+}
+
+// persistBacklogLocked writes the topic's memory backlog at shutdown: to
+// the disk queue, except DPUBs not yet due, which keep their due time in
+// the topic's side queue. Caller holds t.mu.
+func (t *Topic) persistBacklogLocked(pending []*Message) error {
+	if len(pending) == 0 || t.ephemeral {
+		return nil
+	}
+	now := time.Now().UnixNano()
+	ready := pending[:0:0]
+	var deferred []*Message
+	for _, m := range pending {
+		if m.deferUntil > now {
+			deferred = append(deferred, m)
+		} else {
+			ready = append(ready, m)
+		}
+	}
+	var errs []error
+	if len(ready) > 0 {
+		errs = append(errs, t.backend.PutBatch(encodeBatch(ready)))
+	}
+	errs = append(errs, saveDeferredTo(t.cfg, topicDeferredName(t.name), deferred,
+		func(m *Message) int64 { return m.deferUntil }))
+	return errors.Join(errs...)
+}
+
+// loadDeferred puts the DPUBs a shutdown left in the topic's side queue
+// back in its memory backlog; fan-out defers them in the channels.
+func (t *Topic) loadDeferred() error {
+	if t.ephemeral {
+		return nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return loadDeferredFrom(t.cfg, topicDeferredName(t.name), func(m *Message, due int64) {
+		m.deferUntil = due
+		t.mem.PushBack(m)
+	})
 }

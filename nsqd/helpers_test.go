@@ -2,10 +2,15 @@ package nsqd
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -138,4 +143,168 @@ func bodies(prefix string, n int) [][]byte {
 		out[i] = []byte(fmt.Sprintf("%s-%d", prefix, i))
 	}
 	return out
+}
+
+// sink is a go-nsq handler that counts the bodies it receives. With noFin
+// it leaves every message in flight (no FIN, no REQ).
+type sink struct {
+	noFin bool
+
+	mu     sync.Mutex
+	counts map[string]int
+	first  map[string]time.Time // when each body first arrived
+	total  int
+	held   []*nsq.Message // noFin messages not yet released
+}
+
+func newSink() *sink { return &sink{counts: map[string]int{}, first: map[string]time.Time{}} }
+
+func (s *sink) HandleMessage(m *nsq.Message) error {
+	now := time.Now()
+	s.mu.Lock()
+	if s.noFin {
+		m.DisableAutoResponse()
+		s.held = append(s.held, m)
+	}
+	b := string(m.Body)
+	if s.counts[b] == 0 {
+		s.first[b] = now
+	}
+	s.counts[b]++
+	s.total++
+	s.mu.Unlock()
+	return nil
+}
+
+// release finishes the held messages. After the daemon is gone this only
+// settles go-nsq's own in-flight accounting, which its Stop waits for.
+func (s *sink) release() {
+	s.mu.Lock()
+	held := s.held
+	s.held = nil
+	s.mu.Unlock()
+	for _, m := range held {
+		m.Finish()
+	}
+}
+
+// distinct is how many different bodies arrived.
+func (s *sink) distinct() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.counts)
+}
+
+// received is how many deliveries arrived, duplicates included.
+func (s *sink) received() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.total
+}
+
+// has reports whether every body in want arrived.
+func (s *sink) has(want []string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, b := range want {
+		if s.counts[b] == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// bodiesSeen returns the distinct bodies, sorted.
+func (s *sink) bodiesSeen() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]string, 0, len(s.counts))
+	for b := range s.counts {
+		out = append(out, b)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// duplicates is deliveries beyond the first of each body.
+func (s *sink) duplicates() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.total - len(s.counts)
+}
+
+func (s *sink) firstSeen(body string) time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.first[body]
+}
+
+// copyDir copies the regular files of src into a new temp dir (writable,
+// whatever the source modes are).
+func copyDir(t *testing.T, src string) string {
+	t.Helper()
+	dst := t.TempDir()
+	ents, err := os.ReadDir(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if !e.Type().IsRegular() {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(src, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dst, e.Name()), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dst
+}
+
+// readMetaFile parses <dir>/nsqd.dat.
+func readMetaFile(t *testing.T, dir string) metadata {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, metadataFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m metadata
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatalf("nsqd.dat: %v: %s", err, b)
+	}
+	return m
+}
+
+// topicStats returns the stats of one topic (and fails if it is missing).
+func (d *testDaemon) topicStats(topic string) TopicStats {
+	d.t.Helper()
+	st := d.Stats(topic, "", false)
+	if len(st) != 1 {
+		d.t.Fatalf("topic %q not in stats", topic)
+	}
+	return st[0]
+}
+
+// channelStats returns the stats of one channel, ok=false if missing.
+func (d *testDaemon) channelStats(topic, channel string) (ChannelStats, bool) {
+	for _, ts := range d.Stats(topic, channel, true) {
+		for _, cs := range ts.Channels {
+			if cs.ChannelName == channel {
+				return cs, true
+			}
+		}
+	}
+	return ChannelStats{}, false
+}
+
+// mustDo is do with an expected status.
+func (d *testDaemon) mustDo(method, path, body string, status int) string {
+	d.t.Helper()
+	code, got := d.do(method, path, body)
+	if code != status {
+		d.t.Fatalf("%s %s: status %d, want %d (body %q)", method, path, code, status, got)
+	}
+	return got
 }

@@ -1,7 +1,6 @@
 package nsqd
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -9,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"net/url"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -78,7 +78,10 @@ func (s *httpServer) ping(http.ResponseWriter, *http.Request, httprouter.Params)
 
 func (s *httpServer) info(http.ResponseWriter, *http.Request, httprouter.Params) (any, error) {
 	o := s.n.opts
-	host, _ := hostname()
+	host, err := hostname()
+	if err != nil {
+		return nil, apiErr(http.StatusInternalServerError, err.Error())
+	}
 	httpPort := -1
 	if s.n.httpListener != nil {
 		httpPort = netx.Port(s.n.httpListener)
@@ -98,15 +101,41 @@ func (s *httpServer) info(http.ResponseWriter, *http.Request, httprouter.Params)
 		o.MaxHeartbeatInterval, o.MaxOutputBufferSize, o.MaxOutputBufferTimeout, o.MaxDeflateLevel}, nil
 }
 
-// topicFromQuery validates ?topic= and returns (creating) the topic.
-func (s *httpServer) topicFromQuery(r *http.Request) (*Topic, error) {
-	name := r.URL.Query().Get("topic")
-	if name == "" {
-		return nil, apiErr(http.StatusBadRequest, "MISSING_ARG_TOPIC")
+// query parses the URL query as NSQ does: a malformed one is 400
+// INVALID_REQUEST rather than silently dropped pairs.
+func query(r *http.Request) (url.Values, error) {
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return nil, apiErr(http.StatusBadRequest, "INVALID_REQUEST")
+	}
+	return q, nil
+}
+
+// param returns the first value of key and whether key is present at all:
+// NSQ tells a missing argument ("MISSING_ARG_…") from an empty one (which
+// then fails validation or lookup).
+func param(q url.Values, key string) (string, bool) {
+	v, ok := q[key]
+	if !ok || len(v) == 0 {
+		return "", false
+	}
+	return v[0], true
+}
+
+// topicName validates ?topic= for the endpoints that create the topic.
+func topicName(q url.Values) (string, error) {
+	name, ok := param(q, "topic")
+	if !ok {
+		return "", apiErr(http.StatusBadRequest, "MISSING_ARG_TOPIC")
 	}
 	if !validName(name) {
-		return nil, apiErr(http.StatusBadRequest, "INVALID_TOPIC")
+		return "", apiErr(http.StatusBadRequest, "INVALID_TOPIC")
 	}
+	return name, nil
+}
+
+// getTopic returns (creating) the topic.
+func (s *httpServer) getTopic(name string) (*Topic, error) {
 	t, err := s.n.GetTopic(name)
 	if err != nil {
 		return nil, s.publishErr(err)
@@ -136,15 +165,24 @@ func (s *httpServer) pub(_ http.ResponseWriter, r *http.Request, _ httprouter.Pa
 	if len(body) == 0 {
 		return nil, apiErr(http.StatusBadRequest, "MSG_EMPTY")
 	}
+	q, err := query(r)
+	if err != nil {
+		return nil, err
+	}
+	name, err := topicName(q)
+	if err != nil {
+		return nil, err
+	}
+	// Checked after the topic, as NSQ does, but before creating it.
 	var deferFor time.Duration
-	if ds := r.URL.Query().Get("defer"); ds != "" {
+	if ds, ok := param(q, "defer"); ok {
 		ms, err := strconv.ParseInt(ds, 10, 64)
-		if err != nil || ms < 0 || time.Duration(ms)*time.Millisecond > s.n.opts.MaxReqTimeout {
+		if err != nil || ms < 0 || ms > s.n.opts.MaxReqTimeout.Milliseconds() {
 			return nil, apiErr(http.StatusBadRequest, "INVALID_DEFER")
 		}
 		deferFor = time.Duration(ms) * time.Millisecond
 	}
-	t, err := s.topicFromQuery(r)
+	t, err := s.getTopic(name)
 	if err != nil {
 		return nil, err
 	}
@@ -159,12 +197,13 @@ func (s *httpServer) mpub(_ http.ResponseWriter, r *http.Request, _ httprouter.P
 	if r.ContentLength > o.MaxBodySize {
 		return nil, apiErr(http.StatusRequestEntityTooLarge, "BODY_TOO_BIG")
 	}
-	name := r.URL.Query().Get("topic")
-	if name == "" {
-		return nil, apiErr(http.StatusBadRequest, "MISSING_ARG_TOPIC")
+	q, err := query(r)
+	if err != nil {
+		return nil, err
 	}
-	if !validName(name) {
-		return nil, apiErr(http.StatusBadRequest, "INVALID_TOPIC")
+	name, err := topicName(q)
+	if err != nil {
+		return nil, err
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, o.MaxBodySize+1))
 	if err != nil {
@@ -173,14 +212,19 @@ func (s *httpServer) mpub(_ http.ResponseWriter, r *http.Request, _ httprouter.P
 	if int64(len(body)) > o.MaxBodySize {
 		return nil, apiErr(http.StatusRequestEntityTooLarge, "BODY_TOO_BIG")
 	}
-	var bodies [][]byte
-	switch b := r.URL.Query().Get("binary"); b {
-	case "false", "0", "":
-		bodies, err = splitTextMPUB(body, o.MaxMsgSize)
-	default:
-		if b != "true" && b != "1" {
-			s.n.log.Warn("/mpub binary parameter not true/false/1/0, treating as binary", "value", b)
+	// Text unless ?binary= is given; a value strconv.ParseBool does not
+	// know (even an empty one) means binary, as in NSQ.
+	binary := false
+	if b, ok := param(q, "binary"); ok {
+		if binary, err = strconv.ParseBool(b); err != nil {
+			binary = true
+			s.n.log.Warn("deprecated value used for /mpub binary param, treating as binary", "value", b)
 		}
+	}
+	var bodies [][]byte
+	if !binary {
+		bodies, err = splitTextMPUB(body, o.MaxMsgSize)
+	} else {
 		bodies, err = readMPUBParts(bytes.NewReader(body), o.MaxBodySize, o.MaxMsgSize, "MPUB", false)
 		if err != nil {
 			var fe *wire.FatalClientErr
@@ -193,7 +237,7 @@ func (s *httpServer) mpub(_ http.ResponseWriter, r *http.Request, _ httprouter.P
 	if err != nil {
 		return nil, err
 	}
-	t, err := s.topicFromQuery(r)
+	t, err := s.getTopic(name)
 	if err != nil {
 		return nil, err
 	}
@@ -206,14 +250,18 @@ func (s *httpServer) mpub(_ http.ResponseWriter, r *http.Request, _ httprouter.P
 	return "OK", nil
 }
 
-// splitTextMPUB splits on newlines, skipping empty lines; each message gets
-// its own buffer so one survivor does not pin the whole request body.
+// splitTextMPUB splits on '\n' only (a '\r' stays in the message, as in
+// NSQ), skipping empty lines; each message gets its own buffer so one
+// survivor does not pin the whole request body.
 func splitTextMPUB(body []byte, maxMsg int64) ([][]byte, error) {
 	var out [][]byte
-	sc := bufio.NewScanner(bytes.NewReader(body))
-	sc.Buffer(make([]byte, 0, 4096), int(maxMsg)+2)
-	for sc.Scan() {
-		line := sc.Bytes()
+	for len(body) > 0 {
+		line := body
+		if i := bytes.IndexByte(body, '\n'); i >= 0 {
+			line, body = body[:i], body[i+1:]
+		} else {
+			body = nil
+		}
 		if len(line) == 0 {
 			continue
 		}
@@ -222,21 +270,22 @@ func splitTextMPUB(body []byte, maxMsg int64) ([][]byte, error) {
 		}
 		out = append(out, append([]byte(nil), line...))
 	}
-	if err := sc.Err(); err != nil {
-		if errors.Is(err, bufio.ErrTooLong) {
-			return nil, apiErr(http.StatusRequestEntityTooLarge, "MSG_TOO_BIG")
-		}
-		return nil, apiErr(http.StatusInternalServerError, "INTERNAL_ERROR")
-	}
 	return out, nil
 }
 
 func (s *httpServer) stats(w http.ResponseWriter, r *http.Request, _ httprouter.Params) (any, error) {
-	q := r.URL.Query()
+	q, err := query(r)
+	if err != nil {
+		return nil, err
+	}
 	topic, channel := q.Get("topic"), q.Get("channel")
-	includeClients := q.Get("include_clients") != "false"
-	includeMem := q.Get("include_mem") != "false"
+	includeClients := boolParam(q.Get("include_clients"), true)
+	includeMem := boolParam(q.Get("include_mem"), true)
 	topics := s.n.Stats(topic, channel, includeClients)
+	var producers []ClientStats
+	if includeClients {
+		producers = s.n.producerStats(topic)
+	}
 	health := "OK"
 	if err := s.n.Health(); err != nil {
 		health = "NOK - " + err.Error()
@@ -248,7 +297,7 @@ func (s *httpServer) stats(w http.ResponseWriter, r *http.Request, _ httprouter.
 	}
 	if q.Get("format") != "json" {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		return []byte(formatTextStats(health, s.n.startTime, topics, mem)), nil
+		return []byte(formatTextStats(health, s.n.startTime, topics, producers, mem)), nil
 	}
 	return struct {
 		Version   string        `json:"version"`
@@ -257,18 +306,47 @@ func (s *httpServer) stats(w http.ResponseWriter, r *http.Request, _ httprouter.
 		Topics    []TopicStats  `json:"topics"`
 		Memory    *memStats     `json:"memory,omitempty"`
 		Producers []ClientStats `json:"producers"`
-	}{version.Version, health, s.n.startTime.Unix(), topics, mem, s.n.producerStats()}, nil
+	}{version.Version, health, s.n.startTime.Unix(), topics, mem, producers}, nil
+}
+
+// boolParam reads NSQ's boolean query values; anything else is def.
+func boolParam(v string, def bool) bool {
+	switch v {
+	case "true", "1":
+		return true
+	case "false", "0":
+		return false
+	}
+	return def
 }
 
 func (s *httpServer) topicCreate(_ http.ResponseWriter, r *http.Request, _ httprouter.Params) (any, error) {
-	_, err := s.topicFromQuery(r)
+	q, err := query(r)
+	if err != nil {
+		return nil, err
+	}
+	name, err := topicName(q)
+	if err != nil {
+		return nil, err
+	}
+	_, err = s.getTopic(name)
 	return nil, err
 }
 
-func (s *httpServer) existingTopic(r *http.Request) (*Topic, error) {
-	name := r.URL.Query().Get("topic")
-	if name == "" {
+// existingTopic looks ?topic= up without validating the name (NSQ's
+// delete and pause answer 404 for an invalid one); validate also checks
+// the name first (NSQ's empty).
+func (s *httpServer) existingTopic(r *http.Request, validate bool) (*Topic, error) {
+	q, err := query(r)
+	if err != nil {
+		return nil, err
+	}
+	name, ok := param(q, "topic")
+	if !ok {
 		return nil, apiErr(http.StatusBadRequest, "MISSING_ARG_TOPIC")
+	}
+	if validate && !validName(name) {
+		return nil, apiErr(http.StatusBadRequest, "INVALID_TOPIC")
 	}
 	t, ok := s.n.GetExistingTopic(name)
 	if !ok {
@@ -278,7 +356,7 @@ func (s *httpServer) existingTopic(r *http.Request) (*Topic, error) {
 }
 
 func (s *httpServer) topicDelete(_ http.ResponseWriter, r *http.Request, _ httprouter.Params) (any, error) {
-	t, err := s.existingTopic(r)
+	t, err := s.existingTopic(r, false)
 	if err != nil {
 		return nil, err
 	}
@@ -289,7 +367,7 @@ func (s *httpServer) topicDelete(_ http.ResponseWriter, r *http.Request, _ httpr
 }
 
 func (s *httpServer) topicEmpty(_ http.ResponseWriter, r *http.Request, _ httprouter.Params) (any, error) {
-	t, err := s.existingTopic(r)
+	t, err := s.existingTopic(r, true)
 	if err != nil {
 		return nil, err
 	}
@@ -301,7 +379,7 @@ func (s *httpServer) topicEmpty(_ http.ResponseWriter, r *http.Request, _ httpro
 
 func (s *httpServer) topicPause(pause bool) httpapi.Handler {
 	return func(_ http.ResponseWriter, r *http.Request, _ httprouter.Params) (any, error) {
-		t, err := s.existingTopic(r)
+		t, err := s.existingTopic(r, false)
 		if err != nil {
 			return nil, err
 		}
@@ -319,14 +397,18 @@ func (s *httpServer) topicPause(pause bool) httpapi.Handler {
 
 // channelArgs validates topic and channel query parameters.
 func (s *httpServer) channelArgs(r *http.Request) (string, string, error) {
-	q := r.URL.Query()
-	topic, channel := q.Get("topic"), q.Get("channel")
+	q, err := query(r)
+	if err != nil {
+		return "", "", err
+	}
+	topic, hasTopic := param(q, "topic")
+	channel, hasChannel := param(q, "channel")
 	switch {
-	case topic == "":
+	case !hasTopic:
 		return "", "", apiErr(http.StatusBadRequest, "MISSING_ARG_TOPIC")
 	case !validName(topic):
 		return "", "", apiErr(http.StatusBadRequest, "INVALID_ARG_TOPIC")
-	case channel == "":
+	case !hasChannel:
 		return "", "", apiErr(http.StatusBadRequest, "MISSING_ARG_CHANNEL")
 	case !validName(channel):
 		return "", "", apiErr(http.StatusBadRequest, "INVALID_ARG_CHANNEL")
@@ -411,7 +493,7 @@ func (s *httpServer) channelPause(pause bool) httpapi.Handler {
 func (s *httpServer) getConfig(_ http.ResponseWriter, _ *http.Request, ps httprouter.Params) (any, error) {
 	opt := ps.ByName("opt")
 	if opt == "log_level" {
-		return logging.LevelName(s.n.logLevel.Level()), nil
+		return nsqLogLevel(s.n.logLevel.Level()), nil
 	}
 	if opt == "nsqlookupd_tcp_addresses" {
 		return s.n.lookupdAddresses(), nil
@@ -424,12 +506,12 @@ func (s *httpServer) getConfig(_ http.ResponseWriter, _ *http.Request, ps httpro
 }
 
 func (s *httpServer) putConfig(_ http.ResponseWriter, r *http.Request, ps httprouter.Params) (any, error) {
-	const maxConfigBody = 1024 * 1024
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxConfigBody+1))
+	limit := s.n.opts.MaxMsgSize // as NSQ
+	body, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
 	if err != nil {
 		return nil, apiErr(http.StatusInternalServerError, "INTERNAL_ERROR")
 	}
-	if len(body) == 0 || len(body) > maxConfigBody {
+	if len(body) == 0 || int64(len(body)) > limit {
 		return nil, apiErr(http.StatusRequestEntityTooLarge, "INVALID_VALUE")
 	}
 	switch ps.ByName("opt") {
@@ -446,15 +528,15 @@ func (s *httpServer) putConfig(_ http.ResponseWriter, r *http.Request, ps httpro
 			return nil, apiErr(http.StatusBadRequest, "INVALID_VALUE")
 		}
 		s.n.logLevel.Set(lvl)
-		return logging.LevelName(lvl), nil
+		return nsqLogLevel(lvl), nil
 	}
 	return nil, apiErr(http.StatusBadRequest, "INVALID_OPTION")
 }
 
 func (s *httpServer) setBlockRate(_ http.ResponseWriter, r *http.Request, _ httprouter.Params) (any, error) {
-	rate, err := strconv.Atoi(r.URL.Query().Get("rate"))
+	rate, err := strconv.Atoi(r.FormValue("rate"))
 	if err != nil {
-		return nil, apiErr(http.StatusBadRequest, "INVALID_VALUE")
+		return nil, apiErr(http.StatusBadRequest, "invalid block rate : "+err.Error())
 	}
 	setBlockProfileRate(rate)
 	return "OK", nil

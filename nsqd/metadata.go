@@ -53,7 +53,8 @@ func (n *NSQD) snapshotMetadata() *metadata {
 		if t.ephemeral {
 			continue
 		}
-		tm := topicMeta{Name: t.name, Paused: t.IsPaused(), Channels: []channelMeta{}}
+		// Channels stays nil without channels: NSQ writes "channels":null.
+		tm := topicMeta{Name: t.name, Paused: t.IsPaused()}
 		for _, ch := range t.Channels() {
 			if ch.ephemeral {
 				continue

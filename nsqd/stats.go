@@ -68,7 +68,9 @@ type ClientStats struct {
 	TLSNegotiatedProtocolIsMutual bool       `json:"tls_negotiated_protocol_is_mutual"`
 }
 
-func (c *client) stats() ClientStats {
+// stats snapshots c; with topic set, pub_counts only lists that topic (as
+// NSQ does for a filtered /stats).
+func (c *client) stats(topic string) ClientStats {
 	s := ClientStats{
 		ClientID:      c.clientID,
 		Hostname:      c.hostname,
@@ -87,6 +89,9 @@ func (c *client) stats() ClientStats {
 	}
 	c.pubMu.Lock()
 	for t, n := range c.pubCounts {
+		if topic != "" && t != topic {
+			continue
+		}
 		s.PubCounts = append(s.PubCounts, PubCount{Topic: t, Count: n})
 	}
 	c.pubMu.Unlock()
@@ -94,8 +99,10 @@ func (c *client) stats() ClientStats {
 	return s
 }
 
-// stats snapshots a channel; clients only when asked (they cost the most).
-func (ch *Channel) stats(includeClients bool) ChannelStats {
+// stats snapshots a channel; clients only when asked (they cost the most),
+// and then "clients" is a list even when empty, else null, as in NSQ.
+// topic filters the clients' pub_counts.
+func (ch *Channel) stats(includeClients bool, topic string) ChannelStats {
 	ch.mu.Lock()
 	s := ChannelStats{
 		ChannelName:   ch.name,
@@ -116,16 +123,20 @@ func (ch *Channel) stats(includeClients bool) ChannelStats {
 	s.RequeueCount = ch.requeueCount.Load()
 	s.TimeoutCount = ch.timeoutCount.Load()
 	s.E2eProcessingLatency = ch.e2e.result()
-	s.Clients = make([]ClientStats, 0, len(subs))
-	for _, sub := range subs {
-		if c, ok := sub.consumer.(*client); ok {
-			s.Clients = append(s.Clients, c.stats())
+	if includeClients {
+		s.Clients = make([]ClientStats, 0, len(subs))
+		for _, sub := range subs {
+			if c, ok := sub.consumer.(*client); ok {
+				s.Clients = append(s.Clients, c.stats(topic))
+			}
 		}
 	}
 	return s
 }
 
-func (t *Topic) stats(channel string, includeClients bool) TopicStats {
+// stats snapshots the topic with its channels (only channel, if set). The
+// topic's latency merges every channel's, filtered or not, as in NSQ.
+func (t *Topic) stats(channel, topicFilter string, includeClients bool) TopicStats {
 	s := TopicStats{
 		TopicName:    t.name,
 		BackendDepth: t.backend.Depth(),
@@ -138,9 +149,12 @@ func (t *Topic) stats(channel string, includeClients bool) TopicStats {
 	var results []*quantile.Result
 	for _, ch := range t.Channels() {
 		if channel != "" && ch.name != channel {
+			if len(t.e2ePcts) > 0 {
+				results = append(results, ch.e2e.result())
+			}
 			continue
 		}
-		cs := ch.stats(includeClients)
+		cs := ch.stats(includeClients, topicFilter)
 		results = append(results, cs.E2eProcessingLatency)
 		s.Channels = append(s.Channels, cs)
 	}
@@ -153,36 +167,46 @@ func (t *Topic) stats(channel string, includeClients bool) TopicStats {
 	return s
 }
 
-// Stats returns topic (and channel) stats, optionally filtered.
+// Stats returns topic (and channel) stats, optionally filtered. As in NSQ,
+// a topic filter naming no topic gives nil ("topics":null), and with a
+// channel filter only the topics that have that channel are listed.
 func (n *NSQD) Stats(topic, channel string, includeClients bool) []TopicStats {
-	var out []TopicStats
-	for _, t := range n.Topics() {
-		if topic != "" && t.name != topic {
-			continue
-		}
-		out = append(out, t.stats(channel, includeClients))
+	var topics []*Topic
+	if topic == "" {
+		topics = n.Topics()
+	} else if t, ok := n.GetExistingTopic(topic); ok {
+		topics = []*Topic{t}
+	} else {
+		return nil
 	}
-	if out == nil {
-		out = []TopicStats{}
+	out := make([]TopicStats, 0, len(topics))
+	for _, t := range topics {
+		if channel != "" {
+			if _, ok := t.GetExistingChannel(channel); !ok {
+				continue
+			}
+		}
+		out = append(out, t.stats(channel, topic, includeClients))
 	}
 	return out
 }
 
-// producerStats lists connected clients that have published.
-func (n *NSQD) producerStats() []ClientStats {
+// producerStats lists connected clients that have published; nil when
+// there is none ("producers":null, as in NSQ). topic filters pub_counts.
+func (n *NSQD) producerStats(topic string) []ClientStats {
 	n.clientsMu.Lock()
 	cs := make([]*client, 0, len(n.clients))
 	for _, c := range n.clients {
 		cs = append(cs, c)
 	}
 	n.clientsMu.Unlock()
-	out := []ClientStats{}
+	var out []ClientStats
 	for _, c := range cs {
 		c.pubMu.Lock()
 		published := c.pubCounts != nil
 		c.pubMu.Unlock()
 		if published {
-			out = append(out, c.stats())
+			out = append(out, c.stats(topic))
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].RemoteAddress < out[j].RemoteAddress })

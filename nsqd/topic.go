@@ -69,6 +69,9 @@ func newTopic(name string, cfg *queueConfig, hooks topicHooks, e2eWindow time.Du
 	if err != nil {
 		return nil, fmt.Errorf("topic %s: %w", name, err)
 	}
+	if err := t.loadDeferred(); err != nil {
+		t.log.Error("loading deferred messages", "topic", name, "err", err)
+	}
 	return t, nil
 }
 
@@ -158,7 +161,9 @@ func (t *Topic) fanOutLocked(msgs []*Message) error {
 func (t *Topic) queueLocked(msgs []*Message) error {
 	var spill []*Message
 	for _, m := range msgs {
-		if len(spill) == 0 && int64(t.mem.Len()) < t.cfg.memQueueSize && t.cfg.guard.admit(t.mem.bytes, memSize(m)) {
+		// A DPUB stays in memory whatever the limits, as it would in a
+		// channel's deferred queue: the disk format cannot carry its delay.
+		if m.deferUntil != 0 || len(spill) == 0 && int64(t.mem.Len()) < t.cfg.memQueueSize && t.cfg.guard.admit(t.mem.bytes, memSize(m)) {
 			t.mem.PushBack(m)
 			continue
 		}
@@ -353,6 +358,9 @@ func (t *Topic) Empty() error {
 // close stops the topic and its channels; deleted removes their data,
 // otherwise the backlog is written to disk.
 func (t *Topic) close(deleted bool) error {
+	// An ephemeral topic is not in nsqd.dat and never comes back, so what its
+	// (non-ephemeral) channels would write to disk could only be orphaned.
+	deleted = deleted || t.ephemeral
 	t.mu.Lock()
 	if t.exiting {
 		t.mu.Unlock()
@@ -375,9 +383,7 @@ func (t *Topic) close(deleted bool) error {
 		errs = append(errs, t.backend.Delete())
 		return errors.Join(errs...)
 	}
-	if pending := t.mem.Drain(); len(pending) > 0 && !t.ephemeral {
-		errs = append(errs, t.backend.PutBatch(encodeBatch(pending)))
-	}
+	errs = append(errs, t.persistBacklogLocked(t.mem.Drain()))
 	errs = append(errs, t.backend.Close())
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("topic %s: close: %w", t.name, err)

@@ -38,6 +38,11 @@ type Options struct {
 	SyncEvery       int64         // fsync after this many writes+reads; <=0 means 1
 	SyncTimeout     time.Duration // fsync at most this long after an unsynced op (0 = no timer)
 	Logger          *slog.Logger  // nil discards
+	// OnError, if set, is called with every write or sync error as it is
+	// recorded for LastError (including those of the background sync). It
+	// runs with the queue's lock held: it must be quick and must not call
+	// the queue.
+	OnError func(error)
 }
 
 var (
@@ -91,6 +96,13 @@ type Queue struct {
 	timer      *time.Timer
 	timerArmed bool
 	closed     bool
+	onError    func(error)
+
+	// Provisional reads (mark.go): after Mark, markReads records have been
+	// read since the mark at (markNum, markPos).
+	marked           bool
+	markReads        int64
+	markNum, markPos int64
 
 	// Read without mu so stats never wait behind an fsync.
 	depth   atomic.Int64
@@ -120,6 +132,7 @@ func Open(opts Options) (*Queue, error) {
 		syncEvery:   opts.SyncEvery,
 		syncTimeout: opts.SyncTimeout,
 		log:         opts.Logger,
+		onError:     opts.OnError,
 	}
 	if q.maxBytes <= 0 {
 		q.maxBytes = defaultMaxBytesPerFile
@@ -213,7 +226,12 @@ func (q *Queue) LastError() error {
 	return nil
 }
 
-func (q *Queue) setErr(err error) { q.lastErr.Store(&errBox{err}) }
+func (q *Queue) setErr(err error) {
+	q.lastErr.Store(&errBox{err})
+	if q.onError != nil {
+		q.onError(err)
+	}
+}
 
 // Sync fsyncs the write segment and persists the metadata.
 func (q *Queue) Sync() error {
@@ -284,10 +302,15 @@ func (q *Queue) Empty() error {
 	if q.closed {
 		return ErrClosed
 	}
+	from := q.readNum
+	if q.heldLocked() {
+		from = q.markNum // segments read provisionally are still there
+	}
+	q.marked, q.markReads = false, 0
 	q.closeReader()
 	q.closeWriter()
 	var errs []error
-	for n := q.readNum; n <= q.writeNum; n++ {
+	for n := from; n <= q.writeNum; n++ {
 		errs = append(errs, removeFile(q.segPath(n)))
 	}
 	untouched := q.state() == (metaState{}) && q.persisted == (metaState{})
@@ -343,7 +366,7 @@ func (q *Queue) syncLocked() error {
 		}
 		q.dataDirty = false
 	}
-	if st := q.state(); st != q.persisted {
+	if st := q.persistState(); st != q.persisted {
 		if err := writeMeta(q.metaFile, st); err != nil {
 			return fmt.Errorf("metadata: %w", err)
 		}

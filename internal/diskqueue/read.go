@@ -23,7 +23,11 @@ type corruptError struct{ reason string }
 
 func (e *corruptError) Error() string { return e.reason }
 
-var errSkipped = errors.New("segment skipped")
+var (
+	errSkipped = errors.New("segment skipped")
+	// errHeld: a missing segment met while provisional reads are held.
+	errHeld = errors.New("segment missing while reads are held")
+)
 
 // readNext pops one record under mu.
 func (q *Queue) readNext() ([]byte, error) {
@@ -36,6 +40,9 @@ func (q *Queue) readNext() ([]byte, error) {
 			if err := q.openReader(); err != nil {
 				if err == errSkipped {
 					continue
+				}
+				if err == errHeld {
+					return nil, ErrEmpty
 				}
 				return nil, err
 			}
@@ -62,6 +69,11 @@ func (q *Queue) readNext() ([]byte, error) {
 		if err != nil {
 			var ce *corruptError
 			if errors.As(err, &ce) {
+				if q.heldLocked() {
+					// Set aside only from a committed position (mark.go).
+					q.closeReader()
+					return nil, ErrEmpty
+				}
 				q.setAside(ce.reason)
 				continue
 			}
@@ -69,6 +81,7 @@ func (q *Queue) readNext() ([]byte, error) {
 			q.closeReader()
 			return nil, err
 		}
+		q.noteRead(q.readNum, q.readPos)
 		q.readPos += 4 + int64(len(rec))
 		q.depth.Add(-1)
 		if q.readNum < q.writeNum && q.readPos >= q.readEnd {
@@ -127,6 +140,9 @@ func (q *Queue) openReader() error {
 		if !errors.Is(err, os.ErrNotExist) {
 			return err
 		}
+		if q.heldLocked() {
+			return errHeld
+		}
 		q.bad.Add(1)
 		q.log.Error("diskqueue segment missing, skipping it", "queue", q.name, "segment", path)
 		q.skipReadSegment()
@@ -184,6 +200,9 @@ func (q *Queue) advanceRead() {
 	q.readNum++
 	q.readPos = 0
 	q.readEndKnown = false
+	if q.heldLocked() {
+		return // Commit deletes it (mark.go)
+	}
 	if err := q.syncLocked(); err != nil {
 		q.setErr(fmt.Errorf("diskqueue %s: sync: %w", q.name, err))
 		q.log.Error("diskqueue sync failed", "queue", q.name, "err", err)

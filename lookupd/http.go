@@ -42,6 +42,7 @@ func newHTTPHandler(db *RegistrationDB, opts *Options, logger *slog.Logger) http
 	r.GET("/topics", httpapi.V1(s.topics))
 	r.GET("/channels", httpapi.V1(s.channels))
 	r.GET("/nodes", httpapi.V1(s.nodes))
+	r.Handler(http.MethodGet, "/metrics", metricsHandler(db))
 
 	r.POST("/topic/create", httpapi.V1(s.createTopic))
 	r.POST("/topic/delete", httpapi.V1(s.deleteTopic))

@@ -51,6 +51,8 @@ type nsqdCollector struct {
 	info, startTime, healthy, connections, connectionsTotal, topics, channels,
 	badSegments, backendErrors *prometheus.Desc
 
+	memState, memUsage, memHard, memSoft, memQueue, memQueueLimit, memDeferred, memDeferredLimit *prometheus.Desc
+
 	// the same descriptors, in the order Collect fills topicSamples and
 	// channelSamples
 	topicGauges   [4]*prometheus.Desc
@@ -99,6 +101,15 @@ func newNSQDCollector(n *NSQD) *nsqdCollector {
 		channels:         d("nsq_nsqd_channels", "Channels of all topics.", nil, nil),
 		badSegments:      d("nsq_nsqd_disk_bad_segments_total", "Disk-queue segments set aside for a decoding error, all queues.", nil, nil),
 		backendErrors:    d("nsq_nsqd_disk_queues_failing", "Disk queues whose last operation failed.", nil, nil),
+
+		memState:         d("nsq_nsqd_memory_state", "Memory state against the soft limit: 0 normal, 1 low (new messages go to disk), 2 over (publishes refused).", nil, nil),
+		memUsage:         d("nsq_nsqd_memory_usage_bytes", "Memory in use as last sampled by the memory monitor.", nil, nil),
+		memHard:          d("nsq_nsqd_memory_hard_limit_bytes", "Memory limit of the process; source is where it was found (cgroup2, cgroup1, rlimit, physical, flag).", []string{"source"}, nil),
+		memSoft:          d("nsq_nsqd_memory_soft_limit_bytes", "Soft memory limit, also given to the Go runtime.", nil, nil),
+		memQueue:         d("nsq_nsqd_memory_queue_bytes", "Bytes of messages held in memory queues.", nil, nil),
+		memQueueLimit:    d("nsq_nsqd_memory_queue_limit_bytes", "Budget for messages in memory queues (--max-memory-queue-bytes).", nil, nil),
+		memDeferred:      d("nsq_nsqd_deferred_memory_bytes", "Bytes of deferred messages held in memory.", nil, nil),
+		memDeferredLimit: d("nsq_nsqd_deferred_memory_limit_bytes", "Budget for deferred messages in memory (--max-deferred-memory).", nil, nil),
 	}
 	c.topicGauges = [...]*prometheus.Desc{c.topicDepth, c.topicBackendDepth, c.topicPaused, c.topicChannels}
 	c.topicCounters = [...]*prometheus.Desc{c.topicMessages, c.topicBytes}
@@ -114,6 +125,7 @@ func (c *nsqdCollector) Describe(ch chan<- *prometheus.Desc) {
 		c.chClients, c.chPaused, c.chE2E,
 		c.info, c.startTime, c.healthy, c.connections, c.connectionsTotal, c.topics, c.channels,
 		c.badSegments, c.backendErrors,
+		c.memState, c.memUsage, c.memHard, c.memSoft, c.memQueue, c.memQueueLimit, c.memDeferred, c.memDeferredLimit,
 	} {
 		ch <- d
 	}
@@ -151,6 +163,17 @@ func (c *nsqdCollector) Collect(out chan<- prometheus.Metric) {
 	emit(c.healthy, gauge, b2f(n.Health() == nil))
 	emit(c.connections, gauge, float64(conns))
 	emit(c.connectionsTotal, counter, float64(n.clientIDs.Load()))
+	if n.guard != nil {
+		mi := n.guard.info()
+		emit(c.memState, gauge, float64(n.guard.state()))
+		emit(c.memUsage, gauge, float64(mi.Usage))
+		emit(c.memHard, gauge, float64(mi.HardLimit), mi.Source)
+		emit(c.memSoft, gauge, float64(mi.SoftLimit))
+		emit(c.memQueue, gauge, float64(mi.QueueBytes))
+		emit(c.memQueueLimit, gauge, float64(mi.MaxQueueBytes))
+		emit(c.memDeferred, gauge, float64(mi.DeferredBytes))
+		emit(c.memDeferredLimit, gauge, float64(mi.MaxDeferredBytes))
+	}
 
 	var bad int64
 	var failing int

@@ -274,6 +274,23 @@ func TestMetricsAfterTraffic(t *testing.T) {
 		t.Errorf("connections_total %v, want >= 5", v)
 	}
 	findMetric(t, fams, "nsq_nsqd_info", gauge, "version", versionString())
+	// Memory state and limits, from the memory guard.
+	check("nsq_nsqd_memory_state", gauge, 0)
+	hard := fams["nsq_nsqd_memory_hard_limit_bytes"]
+	if hard == nil || len(hard.Metric) != 1 || hard.Metric[0].Label[0].GetValue() == "" {
+		t.Fatalf("nsq_nsqd_memory_hard_limit_bytes %v", hard)
+	}
+	soft := metricValue(findMetric(t, fams, "nsq_nsqd_memory_soft_limit_bytes", gauge))
+	if h := metricValue(hard.Metric[0]); soft <= 0 || soft > h {
+		t.Errorf("soft limit %v, hard limit %v", soft, h)
+	}
+	for _, name := range []string{"nsq_nsqd_memory_usage_bytes", "nsq_nsqd_memory_queue_bytes", "nsq_nsqd_memory_queue_limit_bytes",
+		"nsq_nsqd_deferred_memory_bytes", "nsq_nsqd_deferred_memory_limit_bytes"} {
+		findMetric(t, fams, name, gauge)
+	}
+	if v := metricValue(findMetric(t, fams, "nsq_nsqd_memory_queue_bytes", gauge)); v <= 0 {
+		t.Errorf("memory queue bytes %v with channel idle holding %d messages", v, n)
+	}
 	findMetric(t, fams, "go_goroutines", gauge)
 	if _, ok := fams["process_cpu_seconds_total"]; !ok && isLinux() {
 		t.Error("no process collector metrics")

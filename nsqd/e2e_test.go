@@ -93,7 +93,7 @@ func TestE2ELatency(t *testing.T) {
 		t.Fatalf("stats %s", body)
 	}
 	// The FIN leaves the consumer after it measured; allow for the trip.
-	const transit = 30 * time.Millisecond
+	const transit = 75 * time.Millisecond
 	checkAgainst := func(what string, got e2eJSON, sorted []int64) {
 		t.Helper()
 		if got.Count != len(sorted) {

@@ -737,7 +737,7 @@ func TestHTTPConfig(t *testing.T) {
 	o := testOptions(t)
 	o.MaxMsgSize = 4096
 	o.MemQueueSize = 1234
-	o.NSQLookupdTCPAddresses = []string{"127.0.0.1:4160"}
+	o.NSQLookupdTCPAddresses = []string{"127.0.0.1:1"} // refused at once
 	d := startDaemon(t, o)
 	get := func(opt string) string {
 		t.Helper()
@@ -752,7 +752,7 @@ func TestHTTPConfig(t *testing.T) {
 		"mem_queue_size":           "1234",
 		"msg_timeout":              "60000000000", // durations in ns
 		"log_level":                "3",           // NSQ's number for warn
-		"nsqlookupd_tcp_addresses": `["127.0.0.1:4160"]`,
+		"nsqlookupd_tcp_addresses": `["127.0.0.1:1"]`,
 		"snappy":                   "true",
 		"id":                       strconv.FormatInt(o.ID, 10),
 		"data_path":                o.DataPath, // a string is sent raw, as NSQ's V1 does
@@ -782,9 +782,13 @@ func TestHTTPConfig(t *testing.T) {
 	expectErr(t, "PUT unsupported option", d.call("PUT", "/config/max_msg_size", "10"), 400, "INVALID_OPTION")
 	expectErr(t, "PUT unknown option", d.call("PUT", "/config/nope", "10"), 400, "INVALID_OPTION")
 	expectErr(t, "PUT unknown option, empty", d.call("PUT", "/config/nope", ""), 413, "INVALID_VALUE")
-	r = d.call("PUT", "/config/nsqlookupd_tcp_addresses", `["10.0.0.1:4160","10.0.0.2:4160"]`)
-	if r.code != 200 || r.body != `["10.0.0.1:4160","10.0.0.2:4160"]` || !strings.HasPrefix(r.hdr.Get("Content-Type"), "application/json") {
+	addrs := `["127.0.0.1:2","127.0.0.1:3"]`
+	r = d.call("PUT", "/config/nsqlookupd_tcp_addresses", addrs)
+	if r.code != 200 || r.body != addrs || !strings.HasPrefix(r.hdr.Get("Content-Type"), "application/json") {
 		t.Fatalf("PUT nsqlookupd_tcp_addresses: %d %q", r.code, r.body)
+	}
+	if got := get("nsqlookupd_tcp_addresses"); got != addrs {
+		t.Fatalf("nsqlookupd_tcp_addresses after PUT: %s", got)
 	}
 	expectErr(t, "PUT bad addresses", d.call("PUT", "/config/nsqlookupd_tcp_addresses", "10.0.0.1:4160"), 400, "INVALID_VALUE")
 	expectErr(t, "POST config", d.call("POST", "/config/log_level", "debug"), 405, "METHOD_NOT_ALLOWED")

@@ -20,6 +20,12 @@ type backendQueue interface {
 	Delete() error
 	Empty() error
 	LastError() error
+	// Mark, Commit and Rewind make reads provisional until the records are
+	// safe elsewhere (diskqueue/mark.go): the topic drain uses them so a
+	// crash or a failed channel write never loses a message it moved.
+	Mark()
+	Commit() error
+	Rewind()
 }
 
 // queueConfig is the part of Options that every topic and channel needs.
@@ -36,6 +42,8 @@ type queueConfig struct {
 	maxMsgTimeout   time.Duration
 	logger          *slog.Logger
 	guard           *memoryGuard // nil when memory limits are off (tests)
+	// onDiskError hears every disk queue write or sync error (health).
+	onDiskError func(error)
 }
 
 // queueBytes is the daemon-wide memory-queue byte counter, if any.
@@ -75,6 +83,7 @@ func (c *queueConfig) openBackend(name string, ephemeral bool) (backendQueue, er
 		SyncEvery:       c.syncEvery,
 		SyncTimeout:     c.syncTimeout,
 		Logger:          c.logger,
+		OnError:         c.onDiskError,
 	})
 }
 
@@ -91,3 +100,6 @@ func (discardBackend) Close() error            { return nil }
 func (discardBackend) Delete() error           { return nil }
 func (discardBackend) Empty() error            { return nil }
 func (discardBackend) LastError() error        { return nil }
+func (discardBackend) Mark()                   {}
+func (discardBackend) Commit() error           { return nil }
+func (discardBackend) Rewind()                 {}

@@ -246,7 +246,10 @@ func (ch *Channel) takeInFlightLocked(s *Subscription, id MessageID) (*Message, 
 	return m, nil
 }
 
-// put takes this channel's copies of newly published messages.
+// put takes this channel's copies of newly published messages. It is all
+// or nothing: what goes where is decided first, the disk write happens
+// next, and only then are messages delivered, queued in memory or
+// deferred, so a failed disk write returns an error and changes nothing.
 func (ch *Channel) put(msgs []*Message) error {
 	now := time.Now().UnixNano()
 	ch.mu.Lock()
@@ -254,31 +257,77 @@ func (ch *Channel) put(msgs []*Message) error {
 	if ch.exiting {
 		return errChannelClosed
 	}
+	cut := ch.memCutLocked(msgs, now)
+	if cut < len(msgs) {
+		spill := make([]*Message, 0, len(msgs)-cut)
+		for _, m := range msgs[cut:] {
+			if m.deferUntil <= now {
+				spill = append(spill, m)
+			}
+		}
+		if err := ch.backend.PutBatch(encodeBatch(spill)); err != nil {
+			return fmt.Errorf("channel %s/%s: %w", ch.topicName, ch.name, err)
+		}
+	}
 	ch.messageCount.Add(uint64(len(msgs)))
-	var spill []*Message
-	for _, m := range msgs {
+	for i, m := range msgs {
 		if m.deferUntil > now {
 			ch.deferLocked(m, m.deferUntil)
 			continue
 		}
 		m.deferUntil = 0
-		if !ch.enqueueLocked(m, now) {
-			spill = append(spill, m)
+		if i < cut && !ch.enqueueLocked(m, now) {
+			// Room was planned, but the memory guard changed its mind
+			// since; the message is accepted, so keep it.
+			ch.mem.PushBack(m)
 		}
 	}
-	if len(spill) > 0 {
-		if err := ch.backend.PutBatch(encodeBatch(spill)); err != nil {
-			return fmt.Errorf("channel %s/%s: %w", ch.topicName, ch.name, err)
-		}
+	if cut < len(msgs) {
 		ch.fillAllLocked()
 	}
 	return nil
 }
 
+// memCutLocked plans put: the messages before the returned index that are
+// not deferred go to a ready subscriber or the memory queue, those from it
+// on go to disk. With --mem-queue-size=0 every message goes through disk, so
+// an acknowledged publish is never only in memory.
+func (ch *Channel) memCutLocked(msgs []*Message, now int64) int {
+	if ch.cfg.memQueueSize == 0 && !ch.ephemeral {
+		for i, m := range msgs {
+			if m.deferUntil <= now {
+				return i
+			}
+		}
+		return len(msgs)
+	}
+	// Subscribers take messages only while the memory queue is empty.
+	var window int64
+	if ch.mem.Len() == 0 && !ch.paused {
+		for _, s := range ch.subs {
+			if !s.closing {
+				window += max(0, s.rdy.Load()-s.inFlight.Load())
+			}
+		}
+	}
+	memLen, memBytes := int64(ch.mem.Len()), ch.mem.bytes
+	for i, m := range msgs {
+		switch {
+		case m.deferUntil > now:
+		case window > 0:
+			window--
+		case memLen < ch.cfg.memQueueSize && ch.cfg.guard.admit(memBytes, memSize(m)):
+			memLen++
+			memBytes += memSize(m)
+		default:
+			return i
+		}
+	}
+	return len(msgs)
+}
+
 // enqueueLocked hands m to a ready subscriber or the memory queue and
-// reports false when it must go to disk instead. With --mem-queue-size=0
-// every message goes through disk, so an acknowledged publish is never only
-// in memory.
+// reports false when it must go to disk instead.
 func (ch *Channel) enqueueLocked(m *Message, now int64) bool {
 	if ch.cfg.memQueueSize == 0 && !ch.ephemeral {
 		return false

@@ -12,9 +12,6 @@ import (
 	"github.com/nsqgo/nsq/internal/names"
 )
 
-// drainBatch is how many backlog messages move to the channels per lock.
-const drainBatch = 256
-
 // topicHooks is what a topic tells its daemon about; it keeps Topic free of
 // a back-pointer to NSQD.
 type topicHooks struct {
@@ -157,21 +154,38 @@ func (t *Topic) fanOutLocked(msgs []*Message) error {
 	return errors.Join(errs...)
 }
 
-// queueLocked keeps msgs in the topic: memory first, then disk.
+// queueLocked keeps msgs in the topic: memory first, then disk. What goes
+// where is decided before anything changes, and memory is touched only
+// once the disk write succeeded, so a failed publish leaves no trace.
 func (t *Topic) queueLocked(msgs []*Message) error {
-	var spill []*Message
-	for _, m := range msgs {
-		// A DPUB stays in memory whatever the limits, as it would in a
-		// channel's deferred queue: the disk format cannot carry its delay.
-		if m.deferUntil != 0 || len(spill) == 0 && int64(t.mem.Len()) < t.cfg.memQueueSize && t.cfg.guard.admit(t.mem.bytes, memSize(m)) {
-			t.mem.PushBack(m)
-			continue
+	// A DPUB stays in memory whatever the limits, as it would in a
+	// channel's deferred queue: the disk format cannot carry its delay.
+	// Others go to memory until the first that does not fit; it and every
+	// later one go to disk.
+	cut := len(msgs)
+	memLen, memBytes := int64(t.mem.Len()), t.mem.bytes
+	for i, m := range msgs {
+		if m.deferUntil == 0 && (memLen >= t.cfg.memQueueSize || !t.cfg.guard.admit(memBytes, memSize(m))) {
+			cut = i
+			break
 		}
-		spill = append(spill, m)
+		memLen++
+		memBytes += memSize(m)
 	}
-	if len(spill) > 0 {
+	if cut < len(msgs) {
+		spill := make([]*Message, 0, len(msgs)-cut)
+		for _, m := range msgs[cut:] {
+			if m.deferUntil == 0 {
+				spill = append(spill, m)
+			}
+		}
 		if err := t.backend.PutBatch(encodeBatch(spill)); err != nil {
 			return fmt.Errorf("topic %s: %w", t.name, err)
+		}
+	}
+	for i, m := range msgs {
+		if i < cut || m.deferUntil != 0 {
+			t.mem.PushBack(m)
 		}
 	}
 	t.startDrainLocked()
@@ -189,53 +203,6 @@ func (t *Topic) startDrainLocked() {
 	t.draining = true
 	t.drainWG.Add(1)
 	go t.drain()
-}
-
-// drain moves the backlog into the channels a batch at a time and ends as
-// soon as the backlog is empty or cannot move (paused, no channels).
-func (t *Topic) drain() {
-	defer t.drainWG.Done()
-	for {
-		t.mu.Lock()
-		if t.paused || t.starting || t.exiting || len(t.channels) == 0 {
-			t.draining = false
-			t.mu.Unlock()
-			return
-		}
-		batch := t.takeBacklogLocked(drainBatch)
-		if len(batch) == 0 {
-			t.draining = false
-			t.mu.Unlock()
-			return
-		}
-		err := t.fanOutLocked(batch)
-		t.mu.Unlock()
-		if err != nil {
-			t.log.Error("moving topic backlog to channels", "topic", t.name, "err", err)
-		}
-	}
-}
-
-// takeBacklogLocked pops up to n messages, alternating memory and disk.
-func (t *Topic) takeBacklogLocked(n int) []*Message {
-	var out []*Message
-	for len(out) < n {
-		if m, ok := t.mem.PopFront(); ok {
-			out = append(out, m)
-			continue
-		}
-		rec, err := t.backend.Next()
-		if err != nil {
-			break
-		}
-		m, err := decodeMessage(rec)
-		if err != nil {
-			t.log.Error("skipping corrupt message", "topic", t.name, "err", err)
-			continue
-		}
-		out = append(out, m)
-	}
-	return out
 }
 
 // GetChannel returns the channel, creating it if needed.

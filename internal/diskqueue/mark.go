@@ -50,18 +50,22 @@ func (q *Queue) Commit() error {
 		return nil
 	}
 	if from < q.readNum {
-		// Whole segments were read past: persist first, then delete.
-		if err := q.syncLocked(); err != nil {
+		// Whole segments were read past: persist, then delete them. As in
+		// advanceRead, they go even if the sync failed (a full disk):
+		// recovery skips missing leading segments, and keeping them would
+		// hold the space that is short.
+		var err error
+		if err = q.syncLocked(); err != nil {
 			err = fmt.Errorf("diskqueue %s: sync: %w", q.name, err)
 			q.setErr(err)
-			return err
+			q.log.Error("diskqueue sync failed", "queue", q.name, "err", err)
 		}
 		for n := from; n < q.readNum; n++ {
 			if err := removeFile(q.segPath(n)); err != nil {
 				q.log.Error("diskqueue cannot remove read segment", "queue", q.name, "err", err)
 			}
 		}
-		return nil
+		return err
 	}
 	// The new position is recorded by the next sync; make sure one comes
 	// even if the sync that counted these reads happened during the hold.

@@ -3,6 +3,7 @@ package toolutil
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -19,9 +20,7 @@ type HTTPTimeoutFlags struct {
 }
 
 // Define adds both flags with the tool's defaults.
-func (h *HTTPTimeoutFlags) Define(fs interface {
-	DurationVar(*time.Duration, string, time.Duration, string)
-}, connect, request time.Duration) {
+func (h *HTTPTimeoutFlags) Define(fs *flag.FlagSet, connect, request time.Duration) {
 	fs.DurationVar(&h.Connect, "http-client-connect-timeout", connect, "timeout for HTTP connect")
 	fs.DurationVar(&h.Request, "http-client-request-timeout", request, "timeout for HTTP request")
 }

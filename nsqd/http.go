@@ -97,8 +97,9 @@ func (s *httpServer) info(http.ResponseWriter, *http.Request, httprouter.Params)
 		MaxOutBufferSize     int64         `json:"max_output_buffer_size"`
 		MaxOutBufferTimeout  time.Duration `json:"max_output_buffer_timeout"`
 		MaxDeflateLevel      int           `json:"max_deflate_level"`
+		MemoryLimits         MemoryInfo    `json:"memory_limits"`
 	}{version.Version, o.BroadcastAddress, host, httpPort, netx.Port(s.n.tcpListener), s.n.startTime.Unix(),
-		o.MaxHeartbeatInterval, o.MaxOutputBufferSize, o.MaxOutputBufferTimeout, o.MaxDeflateLevel}, nil
+		o.MaxHeartbeatInterval, o.MaxOutputBufferSize, o.MaxOutputBufferTimeout, o.MaxDeflateLevel, s.n.guard.info()}, nil
 }
 
 // query parses the URL query as NSQ does: a malformed one is 400
@@ -146,6 +147,10 @@ func (s *httpServer) getTopic(name string) (*Topic, error) {
 func (s *httpServer) publishErr(err error) error {
 	if errors.Is(err, errExiting) {
 		return apiErr(http.StatusServiceUnavailable, "EXITING")
+	}
+	if errors.Is(err, errMemoryLimit) {
+		// 503 like EXITING: the client should retry later, elsewhere or slower.
+		return apiErr(http.StatusServiceUnavailable, "MEMORY_LIMIT_EXCEEDED: "+err.Error())
 	}
 	return apiErr(http.StatusInternalServerError, "INTERNAL_ERROR")
 }
@@ -306,7 +311,9 @@ func (s *httpServer) stats(w http.ResponseWriter, r *http.Request, _ httprouter.
 		Topics    []TopicStats  `json:"topics"`
 		Memory    *memStats     `json:"memory,omitempty"`
 		Producers []ClientStats `json:"producers"`
-	}{version.Version, health, s.n.startTime.Unix(), topics, mem, producers}, nil
+		// not in NSQ: the memory guard's state and budgets
+		MemoryLimits MemoryInfo `json:"memory_limits"`
+	}{version.Version, health, s.n.startTime.Unix(), topics, mem, producers, s.n.guard.info()}, nil
 }
 
 // boolParam reads NSQ's boolean query values; anything else is def.

@@ -184,7 +184,8 @@ func TestHTTPInfo(t *testing.T) {
 	d := startDaemon(t, o)
 	m := d.getJSON("/info")
 	expectKeys(t, "/info", m, "version", "broadcast_address", "hostname", "http_port", "tcp_port", "start_time",
-		"max_heartbeat_interval", "max_output_buffer_size", "max_output_buffer_timeout", "max_deflate_level")
+		"max_heartbeat_interval", "max_output_buffer_size", "max_output_buffer_timeout", "max_deflate_level",
+		"memory_limits") // memory_limits is ours, not NSQ's
 	port := func(addr string) float64 {
 		_, p, _ := net.SplitHostPort(addr)
 		n, _ := strconv.Atoi(p)
@@ -380,7 +381,13 @@ func TestHTTPStatsJSON(t *testing.T) {
 	})
 
 	m := d.getJSON("/stats?format=json")
-	expectKeys(t, "/stats", m, "version", "health", "start_time", "topics", "memory", "producers")
+	expectKeys(t, "/stats", m, "version", "health", "start_time", "topics", "memory", "producers", "memory_limits")
+	limits, _ := m["memory_limits"].(map[string]any)
+	expectKeys(t, "/stats memory_limits", limits, "state", "limit_source", "hard_limit_bytes", "soft_limit_bytes",
+		"usage_bytes", "memory_queue_bytes", "max_memory_queue_bytes", "deferred_bytes", "max_deferred_bytes")
+	if limits["state"] != "normal" || limits["soft_limit_bytes"].(float64) <= 0 {
+		t.Fatalf("memory_limits = %v", limits)
+	}
 	if m["version"] != version.Version || m["health"] != "OK" {
 		t.Fatalf("version %v health %v", m["version"], m["health"])
 	}

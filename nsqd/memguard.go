@@ -30,6 +30,8 @@ type memoryGuard struct {
 	deferredBytes atomic.Int64
 	lastFree      atomic.Int64
 	log           *slog.Logger
+	// usage reads current memory use; tests swap it to drive the states.
+	usage atomic.Pointer[func() uint64]
 }
 
 // newMemoryGuard resolves the limits from the options and the machine.
@@ -42,6 +44,8 @@ func newMemoryGuard(o *Options, log *slog.Logger) (*memoryGuard, error) {
 		log.Warn("memory limit detection", "err", derr)
 	}
 	g := &memoryGuard{limits: detected, perQueueBytes: o.MemQueueBytes, log: log}
+	goUsage := memlimit.GoUsage
+	g.usage.Store(&goUsage)
 	if o.MemHardLimit != "" {
 		v, err := memlimit.ParseSize(o.MemHardLimit, detected.Hard)
 		if err != nil {
@@ -73,7 +77,7 @@ func newMemoryGuard(o *Options, log *slog.Logger) (*memoryGuard, error) {
 // start tells the Go runtime the soft limit and begins monitoring.
 func (g *memoryGuard) start(interval time.Duration, onChange func(old, new memlimit.State, usage uint64)) {
 	debug.SetMemoryLimit(int64(g.limits.Soft))
-	g.monitor = memlimit.NewMonitor(g.limits.Soft, interval, memlimit.GoUsage, onChange)
+	g.monitor = memlimit.NewMonitor(g.limits.Soft, interval, func() uint64 { return (*g.usage.Load())() }, onChange)
 }
 
 // state is the current memory state; Normal before monitoring starts.

@@ -62,7 +62,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	fs.StringVar(&o.topic, "topic", "", "NSQ topic")
 	fs.StringVar(&o.channel, "channel", "", "NSQ channel")
 	fs.DurationVar(&o.interval, "interval", 2*time.Second, "duration of time between polling/printing output")
-	fs.Var(&o.count, "count", "number of reports (default: until interrupted)")
+	fs.Var(&o.count, "count", "stop after `n` reports (default: until interrupted)")
 	fs.Var(&o.nsqdHTTPAddrs, "nsqd-http-address", "nsqd HTTP `address` (may be given multiple times)")
 	fs.Var(&o.lookupdHTTPAddrs, "lookupd-http-address", "lookupd HTTP `address` (may be given multiple times)")
 	o.http.Define(fs, 2*time.Second, 5*time.Second)

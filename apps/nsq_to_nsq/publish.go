@@ -56,13 +56,16 @@ func (ph *publishHandler) handle(m *nsq.Message, destTopic string) error {
 			return nil // filtered out: FIN'd, not copied
 		}
 	}
+	// The responder answers the message from here on; disable go-nsq's
+	// automatic FIN before the publish can complete.
+	m.DisableAutoResponse()
 	addr, done := ph.selector.Pick()
 	pc := &pendingCopy{m: m, start: time.Now(), addr: addr, done: done}
 	if err := ph.producers[addr].PublishAsync(destTopic, body, ph.respChan, pc); err != nil {
 		done(err)
+		m.Requeue(-1)
 		return fmt.Errorf("publishing to %s: %w", addr, err)
 	}
-	m.DisableAutoResponse()
 	return nil
 }
 

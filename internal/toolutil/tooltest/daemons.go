@@ -35,30 +35,35 @@ func Serve(t testing.TB, d Daemon, err error) {
 	})
 }
 
-// Publish PUBs each body to topic on the nsqd at tcpAddr.
+// Publish PUBs each body to topic on the nsqd at tcpAddr (MPUB in
+// batches of 100).
 func Publish(t testing.TB, tcpAddr, topic string, bodies ...string) {
 	t.Helper()
+	if err := TryPublish(tcpAddr, topic, bodies...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TryPublish is Publish for goroutines other than the test's.
+func TryPublish(tcpAddr, topic string, bodies ...string) error {
 	p, err := nsq.NewProducer(tcpAddr, nsq.NewConfig())
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	defer p.Stop()
 	p.SetLoggerLevel(nsq.LogLevelError)
-	var batch [][]byte
-	for _, b := range bodies {
-		batch = append(batch, []byte(b))
-		if len(batch) == 100 {
-			if err := p.MultiPublish(topic, batch); err != nil {
-				t.Fatalf("MPUB %s: %v", topic, err)
-			}
-			batch = nil
+	for len(bodies) > 0 {
+		n := min(len(bodies), 100)
+		batch := make([][]byte, n)
+		for i, b := range bodies[:n] {
+			batch[i] = []byte(b)
 		}
-	}
-	if len(batch) > 0 {
 		if err := p.MultiPublish(topic, batch); err != nil {
-			t.Fatalf("MPUB %s: %v", topic, err)
+			return fmt.Errorf("MPUB %s: %w", topic, err)
 		}
+		bodies = bodies[n:]
 	}
+	return nil
 }
 
 // Consume reads n messages from topic/channel at tcpAddr (FIN'ing them)

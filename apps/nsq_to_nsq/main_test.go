@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -162,5 +163,38 @@ func TestBadFlags(t *testing.T) {
 		if !errors.As(err, &ue) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: got %v, want usage error containing %q", tc.args, err, tc.want)
 		}
+	}
+}
+
+// A destination that refuses connections: its publishes fail, those
+// messages are requeued, and hostpool sends the rest to the live node.
+func TestDeadDestinationRequeuesAndHostPoolAvoidsIt(t *testing.T) {
+	srcTCP, srcHTTP := startNSQD(t)
+	liveTCP, liveHTTP := startNSQD(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := l.Addr().String()
+	l.Close()
+	var in []string
+	for i := range 50 {
+		in = append(in, fmt.Sprint(i))
+	}
+	tooltest.Publish(t, srcTCP, "hp", in...)
+	p := tooltest.Start(t, run, nil, "--topic=hp", "--nsqd-tcp-address="+srcTCP,
+		"--destination-nsqd-tcp-address="+dead, "--destination-nsqd-tcp-address="+liveTCP,
+		"--consumer-opt=default_requeue_delay,10ms", "--consumer-opt=backoff_multiplier,10ms",
+		"--consumer-opt=max_backoff_duration,20ms", "--producer-opt=dial_timeout,200ms")
+	waitCopied(t, srcHTTP, "hp", 50)
+	if err := p.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	src, _ := tooltest.Channel(t, srcHTTP, "hp", "nsq_to_nsq")
+	if ts, _ := tooltest.Topic(t, liveHTTP, "hp"); ts.MessageCount != 50 {
+		t.Errorf("live destination got %d of 50", ts.MessageCount)
+	}
+	if src.RequeueCount == 0 || src.RequeueCount > 5 {
+		t.Errorf("requeue_count %d: want a few (failed publishes to the dead node), then none", src.RequeueCount)
 	}
 }

@@ -26,6 +26,10 @@ type Consumer interface {
 	// Deliver queues an in-flight message for sending. It is called with the
 	// channel's lock held, so it must not block.
 	Deliver(m *Message)
+	// Close disconnects the consumer because its channel is going away (as
+	// NSQ does, so clients reconnect and resubscribe). It is called with the
+	// channel's lock held, so it must not block.
+	Close()
 }
 
 // Subscription is one consumer's membership of a channel. Its counters are
@@ -70,6 +74,7 @@ type Channel struct {
 	inFlight     map[MessageID]*Message // nil until first delivery
 	inFlightPQ   pqueue.Queue[*Message] // by timeout deadline
 	deferredPQ   pqueue.Queue[*Message] // by due time
+	spill        deferredSpill          // deferred beyond the memory budget
 	subs         []*Subscription
 	rr           int
 	paused       bool
@@ -454,14 +459,6 @@ func (ch *Channel) nextLocked() *Message {
 	}
 }
 
-// deferLocked parks m until due.
-func (ch *Channel) deferLocked(m *Message, due int64) {
-	m.deferUntil = 0
-	m.Priority = due
-	ch.deferredPQ.Push(m)
-	ch.armLocked(due)
-}
-
 // armLocked makes sure the timer fires no later than deadline.
 func (ch *Channel) armLocked(deadline int64) {
 	if ch.exiting || (ch.timerAt != 0 && ch.timerAt <= deadline) {
@@ -496,18 +493,9 @@ func (ch *Channel) onTimer() {
 		ch.timeoutCount.Add(1)
 		ch.mem.PushBack(m)
 	}
-	for {
-		m, ok := ch.deferredPQ.PopIfBefore(now)
-		if !ok {
-			break
-		}
-		ch.mem.PushBack(m)
-	}
+	ch.popDueDeferredLocked(now)
 	ch.fillAllLocked()
 	if m, ok := ch.inFlightPQ.Peek(); ok {
-		ch.armLocked(m.Priority)
-	}
-	if m, ok := ch.deferredPQ.Peek(); ok {
 		ch.armLocked(m.Priority)
 	}
 }
@@ -541,9 +529,12 @@ func (ch *Channel) Empty() error {
 	ch.mem.Clear()
 	ch.inFlight = nil
 	ch.inFlightPQ.Drain()
-	ch.deferredPQ.Drain()
+	ch.drainDeferredLocked()
 	for _, s := range ch.subs {
 		s.inFlight.Store(0)
+	}
+	if err := ch.spill.drop(ch); err != nil {
+		return fmt.Errorf("channel %s/%s: empty: %w", ch.topicName, ch.name, err)
 	}
 	if err := ch.backend.Empty(); err != nil {
 		return fmt.Errorf("channel %s/%s: empty: %w", ch.topicName, ch.name, err)
@@ -565,6 +556,23 @@ func (ch *Channel) Depth() int64 {
 func (ch *Channel) close(deleted bool) error {
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
+	return ch.closeLocked(deleted)
+}
+
+// deleteIfIdle deletes the channel if it has no subscriber, atomically
+// with respect to Subscribe: a client subscribing concurrently either gets
+// in first (and the channel stays) or finds it exiting and creates a new one.
+// It never leaves a subscriber on a deleted channel.
+func (ch *Channel) deleteIfIdle() (bool, error) {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	if len(ch.subs) > 0 || ch.exiting {
+		return false, nil
+	}
+	return true, ch.closeLocked(true)
+}
+
+func (ch *Channel) closeLocked(deleted bool) error {
 	if ch.exiting {
 		return nil
 	}
@@ -574,13 +582,14 @@ func (ch *Channel) close(deleted bool) error {
 	}
 	for _, s := range ch.subs {
 		s.closing = true
+		s.consumer.Close()
 	}
 	if deleted {
 		ch.mem.Clear()
 		ch.inFlight = nil
 		ch.inFlightPQ.Drain()
-		ch.deferredPQ.Drain()
-		return ch.backend.Delete()
+		ch.drainDeferredLocked()
+		return errors.Join(ch.spill.drop(ch), ch.backend.Delete())
 	}
 	var errs []error
 	pending := ch.mem.Drain()
@@ -594,7 +603,7 @@ func (ch *Channel) close(deleted bool) error {
 		}
 	}
 	if !ch.ephemeral {
-		if err := ch.saveDeferred(ch.deferredPQ.Drain()); err != nil {
+		if err := ch.saveDeferredLocked(ch.drainDeferredLocked()); err != nil {
 			errs = append(errs, err)
 		}
 	}

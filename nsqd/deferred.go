@@ -95,20 +95,41 @@ func loadDeferredFrom(cfg *queueConfig, name string, put func(m *Message, due in
 	return q.Delete()
 }
 
-// saveDeferred writes msgs (deferred, due at their Priority) to the side
-// queue. Caller holds ch.mu.
-func (ch *Channel) saveDeferred(msgs []*Message) error {
-	return saveDeferredTo(ch.cfg, ch.deferredName(), msgs, func(m *Message) int64 { return m.Priority })
+// saveDeferredLocked writes msgs (deferred, due at their Priority) to the
+// side queue, after any that were spilled there, and closes it for the
+// next start.
+func (ch *Channel) saveDeferredLocked(msgs []*Message) error {
+	var errs []error
+	for _, m := range msgs {
+		if err := ch.spill.put(ch, m, m.Priority); err != nil {
+			errs = append(errs, err)
+			break
+		}
+	}
+	return errors.Join(append(errs, ch.spill.close())...)
 }
 
-// loadDeferred takes back what saveDeferred wrote.
+// loadDeferred takes back the side queue a shutdown (or a spill) left:
+// what the memory budget allows goes back in memory, the rest stays on
+// disk with its due time.
 func (ch *Channel) loadDeferred() error {
 	if ch.ephemeral {
 		return nil
 	}
+	if _, err := os.Stat(metaFilePath(ch.cfg.dataPath, ch.deferredName())); err != nil {
+		return nil
+	}
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
-	return loadDeferredFrom(ch.cfg, ch.deferredName(), ch.deferLocked)
+	if err := ch.spill.open(ch); err != nil {
+		return err
+	}
+	ch.spill.minDue = 1 // unknown: make the first pass now
+	ch.popDueDeferredLocked(time.Now().UnixNano())
+	if ch.spill.count == 0 {
+		return ch.spill.drop(ch)
+	}
+	return nil
 }
 
 // persistBacklogLocked writes the topic's memory backlog at shutdown: to

@@ -112,6 +112,13 @@ func (g *memoryGuard) admitDeferred(size int64) bool {
 	return g.deferredBytes.Load()+size <= g.maxDeferred && g.state() == memlimit.Normal
 }
 
+// addDeferred counts n more (or fewer) bytes of deferred messages in memory.
+func (g *memoryGuard) addDeferred(n int64) {
+	if g != nil {
+		g.deferredBytes.Add(n)
+	}
+}
+
 // checkPublish refuses publishes while usage is over the soft limit.
 func (g *memoryGuard) checkPublish() error {
 	if g.state() != memlimit.Over {

@@ -401,7 +401,7 @@ func (ch *Channel) snapshot() queueSnapshot {
 	s := queueSnapshot{
 		depth:    int64(ch.mem.Len()),
 		inFlight: len(ch.inFlight),
-		deferred: ch.deferredPQ.Len(),
+		deferred: ch.deferredCountLocked(),
 		subs:     len(ch.subs),
 		paused:   ch.paused,
 	}

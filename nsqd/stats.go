@@ -108,7 +108,7 @@ func (ch *Channel) stats(includeClients bool, topic string) ChannelStats {
 		ChannelName:   ch.name,
 		Depth:         int64(ch.mem.Len()),
 		InFlightCount: len(ch.inFlight),
-		DeferredCount: ch.deferredPQ.Len(),
+		DeferredCount: ch.deferredCountLocked(),
 		ClientCount:   len(ch.subs),
 		Paused:        ch.paused,
 	}

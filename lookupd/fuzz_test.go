@@ -148,4 +148,3 @@ func FuzzV1Protocol(f *testing.F) {
 		}
 	})
 }
-

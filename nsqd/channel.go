@@ -44,7 +44,8 @@ type Subscription struct {
 	inFlight atomic.Int64
 	finished atomic.Uint64
 	requeued atomic.Uint64
-	closing  bool // guarded by ch.mu
+	closing  bool         // guarded by ch.mu
+	flight   inFlightList // guarded by ch.mu
 }
 
 // Channel is one consumer group of a topic. Messages arrive by fan-out
@@ -72,7 +73,6 @@ type Channel struct {
 	mu           sync.Mutex // guards every field below
 	mem          memQueue
 	inFlight     map[MessageID]*Message // nil until first delivery
-	inFlightPQ   pqueue.Queue[*Message] // by timeout deadline
 	deferredPQ   pqueue.Queue[*Message] // by due time
 	spill        deferredSpill          // deferred beyond the memory budget
 	subs         []*Subscription
@@ -139,12 +139,8 @@ func (s *Subscription) Unsubscribe() {
 		}
 	}
 	s.closing = true
-	for id, m := range ch.inFlight {
-		if m.owner != s {
-			continue
-		}
-		delete(ch.inFlight, id)
-		ch.inFlightPQ.Remove(m)
+	for _, m := range s.flight.drain() {
+		delete(ch.inFlight, m.ID)
 		m.owner = nil
 		ch.mem.PushFront(m)
 	}
@@ -228,8 +224,9 @@ func (s *Subscription) Touch(id MessageID) error {
 	if limit := m.deliveredAt + int64(ch.cfg.maxMsgTimeout); deadline > limit {
 		deadline = limit
 	}
+	s.flight.remove(m)
 	m.Priority = deadline
-	ch.inFlightPQ.Update(m)
+	s.flight.insert(m)
 	return nil
 }
 
@@ -245,7 +242,7 @@ func (ch *Channel) takeInFlightLocked(s *Subscription, id MessageID) (*Message, 
 		return nil, errNotOwner
 	}
 	delete(ch.inFlight, id)
-	ch.inFlightPQ.Remove(m)
+	s.flight.remove(m)
 	m.owner = nil
 	s.inFlight.Add(-1)
 	return m, nil
@@ -394,7 +391,7 @@ func (ch *Channel) deliverLocked(m *Message, s *Subscription, now int64) {
 	m.deliveredAt = now
 	m.Priority = now + int64(s.msgTimeout)
 	ch.inFlight[m.ID] = m
-	ch.inFlightPQ.Push(m)
+	s.flight.insert(m)
 	s.inFlight.Add(1)
 	ch.armLocked(m.Priority)
 	s.consumer.Deliver(m)
@@ -482,21 +479,21 @@ func (ch *Channel) onTimer() {
 		return
 	}
 	now := time.Now().UnixNano()
-	for {
-		m, ok := ch.inFlightPQ.PopIfBefore(now)
-		if !ok {
-			break
+	for _, s := range ch.subs {
+		for m := s.flight.popExpired(now); m != nil; m = s.flight.popExpired(now) {
+			delete(ch.inFlight, m.ID)
+			s.inFlight.Add(-1)
+			m.owner = nil
+			ch.timeoutCount.Add(1)
+			ch.mem.PushBack(m)
 		}
-		delete(ch.inFlight, m.ID)
-		m.owner.inFlight.Add(-1)
-		m.owner = nil
-		ch.timeoutCount.Add(1)
-		ch.mem.PushBack(m)
 	}
 	ch.popDueDeferredLocked(now)
 	ch.fillAllLocked()
-	if m, ok := ch.inFlightPQ.Peek(); ok {
-		ch.armLocked(m.Priority)
+	for _, s := range ch.subs {
+		if m := s.flight.head; m != nil {
+			ch.armLocked(m.Priority)
+		}
 	}
 }
 
@@ -528,9 +525,9 @@ func (ch *Channel) Empty() error {
 	defer ch.mu.Unlock()
 	ch.mem.Clear()
 	ch.inFlight = nil
-	ch.inFlightPQ.Drain()
 	ch.drainDeferredLocked()
 	for _, s := range ch.subs {
+		s.flight.drain()
 		s.inFlight.Store(0)
 	}
 	if err := ch.spill.drop(ch); err != nil {
@@ -587,14 +584,16 @@ func (ch *Channel) closeLocked(deleted bool) error {
 	if deleted {
 		ch.mem.Clear()
 		ch.inFlight = nil
-		ch.inFlightPQ.Drain()
+		for _, s := range ch.subs {
+			s.flight.drain()
+		}
 		ch.drainDeferredLocked()
 		return errors.Join(ch.spill.drop(ch), ch.backend.Delete())
 	}
 	var errs []error
 	pending := ch.mem.Drain()
-	for _, m := range ch.inFlightPQ.Drain() {
-		pending = append(pending, m)
+	for _, s := range ch.subs {
+		pending = append(pending, s.flight.drain()...)
 	}
 	ch.inFlight = nil
 	if len(pending) > 0 && !ch.ephemeral {

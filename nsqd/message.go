@@ -35,8 +35,10 @@ type Message struct {
 	// deliveredAt is when it went in flight; TOUCH may not extend past
 	// deliveredAt + max-msg-timeout.
 	deliveredAt int64
-	// owner is the subscription the message is in flight to.
-	owner *Subscription
+	// owner is the subscription the message is in flight to, and prev/next
+	// link it into owner's inFlightList.
+	owner      *Subscription
+	prev, next *Message
 	// deferUntil is a DPUB's due time (unix ns) until it reaches a channel.
 	deferUntil int64
 }

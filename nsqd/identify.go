@@ -61,7 +61,19 @@ func validateIdentify(req *identifyRequest, o *Options) (identifySettings, error
 		outputBufTime: o.OutputBufferTimeout,
 		msgTimeout:    o.MsgTimeout,
 	}
-	ms := func(v int) time.Duration { return time.Duration(v) * time.Millisecond }
+	// ms converts a client's milliseconds. A value too big for a Duration
+	// saturates instead of wrapping: a wrapped (negative) value would pass
+	// the "<= max" checks below (found by FuzzIdentify).
+	ms := func(v int) time.Duration {
+		const lim = int64(1<<63-1) / int64(time.Millisecond)
+		switch {
+		case int64(v) > lim:
+			return 1<<63 - 1
+		case int64(v) < -lim:
+			return -1 << 63
+		}
+		return time.Duration(v) * time.Millisecond
+	}
 	switch hb := req.HeartbeatInterval; {
 	case hb == -1:
 		s.heartbeat = -1

@@ -33,10 +33,13 @@ const (
 // goroutine that exists only while there is something to send, and
 // heartbeats by a runtime timer, so an idle connection has one goroutine.
 type client struct {
-	id         int64
-	n          *NSQD
-	conn       net.Conn
-	reader     *bufio.Reader
+	id     int64
+	n      *NSQD
+	conn   net.Conn
+	reader *bufio.Reader
+	// paramBuf holds the parameters of a command with a body while the body
+	// is read (see detachParams); only the reader goroutine uses it.
+	paramBuf   [128]byte
 	remoteAddr string
 	connectTS  time.Time
 
@@ -69,13 +72,14 @@ type client struct {
 
 	// outMu guards the outbox and writing.
 	outMu   sync.Mutex
-	outbox  []*Message
-	spare   []*Message
+	outbox  []outMsg
+	spare   []outMsg
 	writing bool
 
-	heartbeat *time.Timer
-	closeOnce sync.Once
-	closed    atomic.Bool
+	heartbeat    *time.Timer // guarded by writeMu
+	heartbeatGen uint64      // guarded by writeMu; numbers the timers
+	closeOnce    sync.Once
+	closed       atomic.Bool
 }
 
 func newClient(id int64, n *NSQD, conn net.Conn) *client {
@@ -104,11 +108,22 @@ func newClient(id int64, n *NSQD, conn net.Conn) *client {
 // ID implements Consumer.
 func (c *client) ID() int64 { return c.id }
 
+// outMsg is a message frame waiting to be written: its header encoded at
+// delivery, under the channel lock, because the Message's delivery state
+// (attempts) changes when it is redelivered — possibly while this copy
+// still waits here — and the body, immutable and shared.
+type outMsg struct {
+	hdr  [messageHeaderLen]byte
+	body []byte
+}
+
 // Deliver implements Consumer: queue m and make sure a writer runs.
 func (c *client) Deliver(m *Message) {
 	c.messageCount.Add(1)
+	om := outMsg{body: m.Body}
+	m.encodeHeader(&om.hdr)
 	c.outMu.Lock()
-	c.outbox = append(c.outbox, m)
+	c.outbox = append(c.outbox, om)
 	start := !c.writing
 	c.writing = true
 	c.outMu.Unlock()
@@ -139,11 +154,11 @@ func (c *client) writeOutbox() {
 		c.spare = nil
 		c.outMu.Unlock()
 
-		for i, m := range batch {
+		for i := range batch {
 			if !c.closed.Load() {
-				c.writeMessageLocked(m)
+				c.writeMessageLocked(&batch[i])
 			}
-			batch[i] = nil
+			batch[i] = outMsg{}
 		}
 		c.outMu.Lock()
 		if cap(batch) <= 1024 {
@@ -155,20 +170,18 @@ func (c *client) writeOutbox() {
 
 // writeMessageLocked writes one message frame: a fixed 34-byte header and
 // the shared body, never copying the body into a buffer of its own.
-func (c *client) writeMessageLocked(m *Message) {
+func (c *client) writeMessageLocked(m *outMsg) {
 	var hdr [8 + messageHeaderLen]byte
-	size := uint32(4 + messageHeaderLen + len(m.Body))
+	size := uint32(4 + messageHeaderLen + len(m.body))
 	hdr[0], hdr[1], hdr[2], hdr[3] = byte(size>>24), byte(size>>16), byte(size>>8), byte(size)
 	hdr[7] = byte(wire.FrameTypeMessage)
-	var mh [messageHeaderLen]byte
-	m.encodeHeader(&mh)
-	copy(hdr[8:], mh[:])
+	copy(hdr[8:], m.hdr[:])
 	c.setWriteDeadline()
 	if _, err := c.writer.Write(hdr[:]); err != nil {
 		c.fail(err)
 		return
 	}
-	if _, err := c.writer.Write(m.Body); err != nil {
+	if _, err := c.writer.Write(m.body); err != nil {
 		c.fail(err)
 	}
 }
@@ -211,6 +224,9 @@ func (c *client) fail(err error) {
 	c.close()
 }
 
+// Close implements Consumer: the channel is going away.
+func (c *client) Close() { c.close() }
+
 // close shuts the connection; idempotent and safe from any goroutine.
 func (c *client) close() {
 	c.closeOnce.Do(func() {
@@ -221,21 +237,69 @@ func (c *client) close() {
 
 // startHeartbeats arms the heartbeat timer (not reset by traffic, as NSQ).
 func (c *client) startHeartbeats() {
+	c.writeMu.Lock()
+	defer c.writeMu.Unlock()
+	c.startHeartbeatsLocked()
+}
+
+// setHeartbeatInterval applies an IDENTIFY heartbeat_interval: the old
+// timer stops (a callback of it already running finds itself replaced and
+// does nothing), and with heartbeats disabled no write deadline is left
+// over from before.
+func (c *client) setHeartbeatInterval(d time.Duration) {
+	c.writeMu.Lock()
+	defer c.writeMu.Unlock()
+	c.heartbeatInterval = d
+	if c.heartbeat != nil {
+		c.heartbeat.Stop()
+		c.heartbeat = nil
+	}
+	if d <= 0 {
+		_ = c.conn.SetWriteDeadline(time.Time{})
+	}
+	c.startHeartbeatsLocked()
+}
+
+// startHeartbeatsLocked arms a new timer; c.writeMu is held. The heartbeat
+// fields and heartbeatInterval are written only with c.writeMu held, so
+// every goroutine but the reader reads them under c.writeMu.
+func (c *client) startHeartbeatsLocked() {
 	if c.heartbeatInterval <= 0 {
 		return
 	}
-	c.heartbeat = time.AfterFunc(c.heartbeatInterval, c.onHeartbeat)
+	c.heartbeatGen++
+	gen := c.heartbeatGen
+	c.heartbeat = time.AfterFunc(c.heartbeatInterval, func() { c.onHeartbeat(gen) })
 }
 
-func (c *client) onHeartbeat() {
-	if c.closed.Load() {
+// onHeartbeat runs on timer number gen; a replaced or stopped timer whose
+// callback was already on its way does nothing.
+func (c *client) onHeartbeat(gen uint64) {
+	c.writeMu.Lock()
+	defer c.writeMu.Unlock()
+	t := c.heartbeat
+	if c.closed.Load() || t == nil || gen != c.heartbeatGen {
 		return
 	}
-	if err := c.sendFrame(wire.FrameTypeResponse, wire.Heartbeat); err != nil {
+	c.setWriteDeadline()
+	if err := wire.WriteFrame(c.writer, wire.FrameTypeResponse, wire.Heartbeat); err != nil {
 		c.fail(err)
 		return
 	}
-	c.heartbeat.Reset(c.heartbeatInterval)
+	if c.flushLocked() != nil {
+		return
+	}
+	t.Reset(c.heartbeatInterval)
+}
+
+// stopHeartbeats stops the timer for good (the connection is ending).
+func (c *client) stopHeartbeats() {
+	c.writeMu.Lock()
+	defer c.writeMu.Unlock()
+	if c.heartbeat != nil {
+		c.heartbeat.Stop()
+		c.heartbeat = nil
+	}
 }
 
 // setOutputBuffer replaces the write buffer after IDENTIFY. Only called

@@ -83,15 +83,7 @@ func validateIdentify(req *identifyRequest, o *Options) (identifySettings, error
 	default:
 		return s, fmt.Errorf("heartbeat interval (%d) is invalid", hb)
 	}
-	switch ob := req.OutputBufferSize; {
-	case ob == -1:
-		s.outputBufSize = 1
-	case ob == 0:
-	case ob >= 64 && int64(ob) <= o.MaxOutputBufferSize:
-		s.outputBufSize = ob
-	default:
-		return s, fmt.Errorf("output buffer size (%d) is invalid", ob)
-	}
+	// timeout before size, as NSQ checks them
 	switch ot := req.OutputBufferTimeout; {
 	case ot == -1:
 		s.outputBufTime = 0
@@ -100,6 +92,17 @@ func validateIdentify(req *identifyRequest, o *Options) (identifySettings, error
 		s.outputBufTime = ms(ot)
 	default:
 		return s, fmt.Errorf("output buffer timeout (%d) is invalid", ot)
+	}
+	switch ob := req.OutputBufferSize; {
+	case ob == -1:
+		// no buffering, hence no flush timer either (NSQ reports 0)
+		s.outputBufSize = 1
+		s.outputBufTime = 0
+	case ob == 0:
+	case ob >= 64 && int64(ob) <= o.MaxOutputBufferSize:
+		s.outputBufSize = ob
+	default:
+		return s, fmt.Errorf("output buffer size (%d) is invalid", ob)
 	}
 	if req.SampleRate < 0 || req.SampleRate > 99 {
 		return s, fmt.Errorf("sample rate (%d) is invalid", req.SampleRate)
@@ -147,11 +150,7 @@ func (c *client) identify(_ [][]byte, body []byte) ([]byte, error) {
 		c.setOutputBuffer(s.outputBufSize)
 	}
 	if s.heartbeat != c.heartbeatInterval {
-		c.heartbeatInterval = s.heartbeat
-		if c.heartbeat != nil {
-			c.heartbeat.Stop()
-		}
-		c.startHeartbeats()
+		c.setHeartbeatInterval(s.heartbeat)
 	}
 	if !req.FeatureNegotiation {
 		return wire.OK, nil

@@ -176,6 +176,9 @@ func (c *client) exec(params [][]byte) ([]byte, error) {
 			return nil, err
 		}
 	}
+	if spec.body != noBodyFollows {
+		c.detachParams(params)
+	}
 	var body []byte
 	switch spec.body {
 	case lengthPrefixedBody:
@@ -189,6 +192,23 @@ func (c *client) exec(params [][]byte) ([]byte, error) {
 		}
 	}
 	return spec.run(c, params, body)
+}
+
+// detachParams copies the parameters out of the read buffer, which the
+// body read that follows refills (overwriting the command line) whenever the
+// body was not already buffered. Validated names are short, so they fit
+// the connection's small scratch array; anything longer is cloned.
+func (c *client) detachParams(params [][]byte) {
+	buf := c.paramBuf[:0]
+	for i, p := range params {
+		if len(buf)+len(p) > cap(buf) {
+			params[i] = bytes.Clone(p)
+			continue
+		}
+		start := len(buf)
+		buf = append(buf, p...)
+		params[i] = buf[start:len(buf):len(buf)]
+	}
 }
 
 // readSizedBody reads [int32 n][n bytes] with 1 <= n <= limit into a buffer
@@ -209,7 +229,7 @@ func (c *client) readSizedBody(cmd, code string, limit int64) ([]byte, error) {
 		if code == "E_BAD_MESSAGE" {
 			return nil, wire.NewFatalClientErr(code, "%s message too big %d > %d", cmd, size, limit)
 		}
-		return nil, wire.NewFatalClientErr(code, "%s invalid %s size %d", cmd, what, size)
+		return nil, wire.NewFatalClientErr(code, "%s body too big %d > %d", cmd, size, limit)
 	}
 	body := make([]byte, size)
 	if _, err := io.ReadFull(c.reader, body); err != nil {
@@ -321,10 +341,15 @@ func (c *client) subscribe(params [][]byte, _ []byte) ([]byte, error) {
 	if !validName(channelName) {
 		return nil, wire.NewFatalClientErr("E_BAD_CHANNEL", "SUB channel name %q is not valid", channelName)
 	}
-	// An ephemeral channel can be deleted between lookup and subscribe when
-	// its last client leaves; retry with the channel recreated.
+	// An ephemeral channel (or topic) can be deleted between lookup and
+	// subscribe when its last client leaves; retry with it recreated. A
+	// retired ephemeral topic stays in the daemon's map for a moment, hence
+	// the short waits.
 	var lastErr error
-	for i := 0; i < 3; i++ {
+	for i := 0; i < 5; i++ {
+		if i > 1 {
+			time.Sleep(time.Duration(i) * time.Millisecond)
+		}
 		t, err := c.n.GetTopic(topicName)
 		if err != nil {
 			return nil, wire.NewFatalClientErr("E_SUB_FAILED", "SUB failed %s", err)
@@ -361,11 +386,21 @@ func (c *client) dpub(params [][]byte, body []byte) ([]byte, error) {
 }
 
 func (c *client) publish(cmd, code, topicName string, bodies [][]byte, deferFor time.Duration) ([]byte, error) {
-	t, err := c.n.GetTopic(topicName)
-	if err != nil {
-		return nil, wire.NewFatalClientErr(code, "%s failed %s", cmd, err)
-	}
-	if err := c.n.publish(t, bodies, deferFor); err != nil {
+	for i := 0; ; i++ {
+		t, err := c.n.GetTopic(topicName)
+		if err != nil {
+			return nil, wire.NewFatalClientErr(code, "%s failed %s", cmd, err)
+		}
+		err = c.n.publish(t, bodies, deferFor)
+		if err == nil {
+			break
+		}
+		// An ephemeral topic retired by the departure of its last channel
+		// refuses messages until it is deleted; publish to its successor.
+		if errors.Is(err, errExiting) && t.ephemeral && !c.n.exiting() && i < 5 {
+			time.Sleep(time.Duration(i) * time.Millisecond)
+			continue
+		}
 		return nil, wire.NewFatalClientErr(code, "%s failed %s", cmd, err)
 	}
 	c.recordPub(topicName, len(bodies))
@@ -418,10 +453,10 @@ func readMPUBParts(r io.Reader, maxBody, maxMsg int64, cmd string, tcp bool) ([]
 	for i := int32(0); i < count; i++ {
 		size, err := wire.ReadSize(r)
 		if err != nil {
-			return nil, fail("E_BAD_MESSAGE", "%s failed to read message body size", cmd)
+			return nil, fail("E_BAD_MESSAGE", "%s failed to read message(%d) body size", cmd, i)
 		}
 		if size <= 0 {
-			return nil, fail("E_BAD_MESSAGE", "%s invalid message body size %d", cmd, size)
+			return nil, fail("E_BAD_MESSAGE", "%s invalid message(%d) body size %d", cmd, i, size)
 		}
 		if int64(size) > maxMsg {
 			return nil, fail("E_BAD_MESSAGE", "%s message too big %d > %d", cmd, size, maxMsg)
@@ -447,9 +482,7 @@ func (c *client) auth(_ [][]byte, _ []byte) ([]byte, error) {
 // cleanup runs when the read loop ends.
 func (c *client) cleanup() {
 	c.close()
-	if c.heartbeat != nil {
-		c.heartbeat.Stop()
-	}
+	c.stopHeartbeats()
 	if sub, _, _ := c.subscription(); sub != nil {
 		sub.Unsubscribe()
 	}

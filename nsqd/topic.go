@@ -46,7 +46,10 @@ type Topic struct {
 	draining bool // a drain goroutine owns the backlog
 	starting bool // channels are being pre-created; hold the backlog
 	exiting  bool
-	drainWG  sync.WaitGroup
+	// retired: an ephemeral topic that lost its last channel and is about
+	// to be deleted; it takes no new channel or message (errExiting).
+	retired bool
+	drainWG sync.WaitGroup
 }
 
 func newTopic(name string, cfg *queueConfig, hooks topicHooks, e2eWindow time.Duration, e2ePcts []float64) (*Topic, error) {
@@ -82,7 +85,7 @@ func (t *Topic) Put(msgs []*Message) error {
 		bytes += uint64(len(m.Body))
 	}
 	t.mu.RLock()
-	if t.exiting {
+	if t.exiting || t.retired {
 		t.mu.RUnlock()
 		return errExiting
 	}
@@ -99,7 +102,7 @@ func (t *Topic) Put(msgs []*Message) error {
 
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.exiting {
+	if t.exiting || t.retired {
 		return errExiting
 	}
 	if !t.holdsBacklogLocked() { // changed while we swapped locks
@@ -213,7 +216,7 @@ func (t *Topic) GetChannel(name string) (*Channel, error) {
 		t.mu.Unlock()
 		return ch, nil
 	}
-	if t.exiting {
+	if t.exiting || t.retired {
 		t.mu.Unlock()
 		return nil, errExiting
 	}
@@ -249,23 +252,58 @@ func (t *Topic) DeleteChannel(name string) error {
 		return errChannelNotFound
 	}
 	delete(t.channels, name)
-	left := len(t.channels)
+	retired := t.retireIfEmptyLocked()
 	t.mu.Unlock()
 	err := ch.close(true)
 	if t.hooks.channelDeleted != nil {
 		t.hooks.channelDeleted(t, ch)
 	}
-	if left == 0 && t.ephemeral && t.hooks.lastChannelGone != nil {
+	if retired {
 		t.hooks.lastChannelGone(t)
 	}
 	return err
 }
 
+// retireIfEmptyLocked retires an ephemeral topic that has just lost its
+// last channel, in the same critical section, so that no SUB or PUB can
+// slip in before the daemon deletes it; true means lastChannelGone must run.
+func (t *Topic) retireIfEmptyLocked() bool {
+	if len(t.channels) > 0 || !t.ephemeral || t.hooks.lastChannelGone == nil {
+		return false
+	}
+	t.retired = true
+	return true
+}
+
 var errChannelNotFound = errors.New("channel not found")
 
+// onLastClient deletes an ephemeral channel whose last client left, unless
+// a client subscribed again meanwhile. The check, the removal and (for an
+// ephemeral topic losing its last channel) retiring the topic happen under
+// the topic lock, so a concurrent SUB either keeps the channel alive or
+// fails over to a fresh channel or topic; it never lands on a deleted one.
 func (t *Topic) onLastClient(ch *Channel) {
-	if err := t.DeleteChannel(ch.name); err != nil && !errors.Is(err, errChannelNotFound) {
+	t.mu.Lock()
+	if t.channels[ch.name] != ch {
+		t.mu.Unlock()
+		return
+	}
+	deleted, err := ch.deleteIfIdle()
+	if !deleted {
+		t.mu.Unlock()
+		return
+	}
+	delete(t.channels, ch.name)
+	retired := t.retireIfEmptyLocked()
+	t.mu.Unlock()
+	if err != nil {
 		t.log.Error("deleting ephemeral channel", "topic", t.name, "channel", ch.name, "err", err)
+	}
+	if t.hooks.channelDeleted != nil {
+		t.hooks.channelDeleted(t, ch)
+	}
+	if retired {
+		t.hooks.lastChannelGone(t)
 	}
 }
 

@@ -87,7 +87,7 @@ func newMemoryCgroup(t *testing.T, limit int64) *memoryCgroup {
 	return nil
 }
 
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -97,7 +97,7 @@ func freePort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-func buildNSQD(t *testing.T) string {
+func buildNSQD(t testing.TB) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "nsqd")
 	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
@@ -270,7 +270,7 @@ func TestMemoryCgroupFlood(t *testing.T) {
 	}
 }
 
-func waitHTTP(t *testing.T, url string, exited <-chan error) {
+func waitHTTP(t testing.TB, url string, exited <-chan error) {
 	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
 	for {

@@ -1,37 +1,11 @@
 package main
 
 import (
-	"io"
-	"testing"
-
-	"github.com/nsqgo/nsq/internal/logging"
-	"github.com/nsqgo/nsq/internal/toolutil/tooltest"
-	"github.com/nsqgo/nsq/lookupd"
-	"github.com/nsqgo/nsq/nsqd"
+	"github.com/nsqgo/nsq/apps/internal/daemontest"
 )
 
-// startNSQD runs a real nsqd on 127.0.0.1 ephemeral ports for the test,
-// registering with the given nsqlookupd TCP addresses.
-func startNSQD(t *testing.T, lookupdTCP ...string) (tcpAddr, httpAddr string) {
-	t.Helper()
-	o := nsqd.NewOptions()
-	o.TCPAddress, o.HTTPAddress, o.HTTPSAddress = "127.0.0.1:0", "127.0.0.1:0", ""
-	o.BroadcastAddress = "127.0.0.1"
-	o.NSQLookupdTCPAddresses = lookupdTCP
-	o.DataPath = t.TempDir()
-	o.LogLevel, o.LogOutput = "warn", io.Discard
-	n, err := nsqd.New(o)
-	tooltest.Serve(t, n, err)
-	return n.TCPAddr().String(), n.HTTPAddr().String()
-}
-
-// startLookupd runs a real nsqlookupd on 127.0.0.1 ephemeral ports.
-func startLookupd(t *testing.T) (tcpAddr, httpAddr string) {
-	t.Helper()
-	o := lookupd.NewOptions()
-	o.TCPAddress, o.HTTPAddress, o.BroadcastAddress = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1"
-	o.Logger = logging.Discard()
-	l, err := lookupd.New(o)
-	tooltest.Serve(t, l, err)
-	return l.TCPAddr().String(), l.HTTPAddr().String()
-}
+// The daemons come from apps/internal/daemontest, shared by every tool.
+var (
+	startNSQD    = daemontest.StartNSQD
+	startLookupd = daemontest.StartLookupd
+)

@@ -94,14 +94,14 @@ func TestParseOptionsErrors(t *testing.T) {
 	}
 }
 
-// TestBinaryLifecycle runs the real binary: it serves, refuses an
-// unimplemented flag at start-up, and exits 0 on SIGTERM after writing its
+// TestBinaryLifecycle runs the real binary: it serves, refuses a bad
+// TLS setting at start-up with a clear error, and exits 0 on SIGTERM after writing its
 // metadata.
 func TestBinaryLifecycle(t *testing.T) {
 	bin := buildNSQD(t)
-	out, err := exec.Command(bin, "--tls-cert=x.pem", "--tls-key=x.key").CombinedOutput()
-	if err == nil || !strings.Contains(string(out), "not implemented") {
-		t.Errorf("unimplemented TLS flag: err %v, output %q", err, out)
+	out, err := exec.Command(bin, "--tls-cert=missing.pem", "--tls-key=missing.key").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "missing.pem") {
+		t.Errorf("missing TLS certificate: err %v, output %q; want a start-up error naming the file", err, out)
 	}
 
 	data := t.TempDir()

@@ -181,13 +181,19 @@ func TestMemoryCgroupFlood(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			prod, err := nsq.NewProducer(tcpAddr, nsq.NewConfig())
-			if err != nil {
-				errs <- err
-				return
+			// A refusal is fatal and closes the connection; go-nsq v1.1.0's
+			// Producer races with itself when reused after that, so each
+			// refusal gets a fresh producer.
+			newProd := func() *nsq.Producer {
+				prod, err := nsq.NewProducer(tcpAddr, nsq.NewConfig())
+				if err != nil {
+					panic(err) // only fails on an invalid config
+				}
+				prod.SetLogger(nil, nsq.LogLevelError)
+				return prod
 			}
-			prod.SetLogger(nil, nsq.LogLevelError)
-			defer prod.Stop()
+			prod := newProd()
+			defer func() { prod.Stop() }()
 			for {
 				start := next.Add(perBatch) - perBatch
 				if start >= numMsgs {
@@ -212,11 +218,12 @@ func TestMemoryCgroupFlood(t *testing.T) {
 					case strings.Contains(err.Error(), "memory limit"):
 						refused.Add(1)
 					case errors.Is(err, nsq.ErrNotConnected), errors.Is(err, nsq.ErrStopped):
-						// the refusal is fatal, so go-nsq reconnects
 					default:
 						errs <- fmt.Errorf("publish: %w", err)
 						return
 					}
+					prod.Stop()
+					prod = newProd()
 					if attempt > 2000 {
 						errs <- errors.New("publishes refused for too long")
 						return

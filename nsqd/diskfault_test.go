@@ -422,6 +422,36 @@ func TestFailedChannelWriteLeavesNoTrace(t *testing.T) {
 		})
 		s.check(t, "b/"+ch, names)
 	}
+
+	// A move that stops while retrying (the topic is paused) gives the
+	// batch back, its memory part and its disk part, and a later move
+	// delivers it once.
+	d.mustDo("POST", "/topic/create?topic=g", "", 200)
+	d.mustDo("POST", "/channel/create?topic=g&channel=c", "", 200)
+	d.mustDo("POST", "/topic/pause?topic=g", "", 200)
+	g := injectFailures(t, d, "g", "c")
+	g.fail.Store(true)
+	names = names[:0]
+	for i := range 50 {
+		names = append(names, fmt.Sprintf("g%02d", i))
+		if r := pc.publish("g", paddedBody(names[i], 100)); r != "OK" {
+			t.Fatalf("PUB g: %s", r)
+		}
+	}
+	gt, _ := d.GetExistingTopic("g")
+	gt.UnPause()
+	waitFor(t, "the move to be retried", 10*time.Second, func() bool { return g.failures.Load() >= 2 })
+	gt.Pause()
+	waitFor(t, "the batch to be given back", 10*time.Second, func() bool { return gt.Depth() == 50 })
+	g.fail.Store(false)
+	gt.UnPause()
+	s := consumeNames(t, d, "g", "c")
+	waitFor(t, "g/c consumed", 20*time.Second, func() bool { return s.hasAll(names) })
+	waitFor(t, "g/c drained", 10*time.Second, func() bool {
+		cs, _ := d.channelStats("g", "c")
+		return cs.Depth == 0 && cs.InFlightCount == 0
+	})
+	s.check(t, "g/c", names)
 }
 
 // gateBackend blocks the first write until released: the instant a

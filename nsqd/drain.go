@@ -44,7 +44,9 @@ func (t *Topic) drain() {
 		t.backend.Mark()
 		batch, fromMem := t.takeBacklogLocked(drainBatch)
 		if len(batch) == 0 {
-			t.backend.Rewind() // nothing held; ends the mark
+			// Nothing to move; what was read, if anything, was undecodable
+			// and is dropped (logged by takeBacklogLocked).
+			_ = t.backend.Commit()
 			t.draining = false
 			return
 		}

@@ -123,6 +123,14 @@ func (q *Queue) openWriter() error {
 			return err
 		}
 		size := fi.Size()
+		if size == 0 {
+			// A new segment: make its directory entry durable now, so that
+			// the fsyncs of its data (SyncEvery) are enough to survive a
+			// power loss. Best effort: some file systems refuse it.
+			if err := syncDir(q.dir); err != nil {
+				q.log.Warn("diskqueue cannot fsync the data directory", "queue", q.name, "dir", q.dir, "err", err)
+			}
+		}
 		if size < q.writePos {
 			// The segment lost data behind our back (removed or cut by
 			// someone else). Writing at writePos would leave a hole the
@@ -236,4 +244,13 @@ func (q *Queue) rollback(start metaState) {
 	if q.readNum == q.writeNum {
 		q.readEndKnown = false
 	}
+}
+
+// syncDir fsyncs a directory, making the entries created in it durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	return errors.Join(d.Sync(), d.Close())
 }

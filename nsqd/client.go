@@ -80,6 +80,9 @@ type client struct {
 	heartbeatGen uint64      // guarded by writeMu; numbers the timers
 	closeOnce    sync.Once
 	closed       atomic.Bool
+
+	tr    transport  // TLS and compression (negotiate.go)
+	authz clientAuth // AUTH state (auth.go)
 }
 
 func newClient(id int64, n *NSQD, conn net.Conn) *client {
@@ -198,11 +201,15 @@ func (c *client) sendFrame(frameType int32, data []byte) error {
 }
 
 func (c *client) flushLocked() error {
-	if c.writer.Buffered() == 0 {
+	if c.writer.Buffered() == 0 && (c.tr.comp == nil || !c.tr.comp.pending()) {
 		return nil
 	}
 	c.setWriteDeadline()
 	if err := c.writer.Flush(); err != nil {
+		c.fail(err)
+		return err
+	}
+	if err := c.flushCompressorLocked(); err != nil {
 		c.fail(err)
 		return err
 	}
@@ -281,6 +288,7 @@ func (c *client) onHeartbeat(gen uint64) {
 	if c.closed.Load() || t == nil || gen != c.heartbeatGen {
 		return
 	}
+	c.idleTickLocked()
 	c.setWriteDeadline()
 	if err := wire.WriteFrame(c.writer, wire.FrameTypeResponse, wire.Heartbeat); err != nil {
 		c.fail(err)
@@ -308,7 +316,7 @@ func (c *client) setOutputBuffer(size int) {
 	c.writeMu.Lock()
 	defer c.writeMu.Unlock()
 	c.outputBufferSize = size
-	c.writer = bufio.NewWriterSize(c.conn, size)
+	c.writer = bufio.NewWriterSize(c.streamWriter(), size)
 }
 
 func (c *client) recordPub(topic string, n int) {

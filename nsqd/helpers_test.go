@@ -29,6 +29,7 @@ func testOptions(t *testing.T) *Options {
 	o := NewOptions()
 	o.TCPAddress = "127.0.0.1:0"
 	o.HTTPAddress = "127.0.0.1:0"
+	o.HTTPSAddress = "127.0.0.1:0" // served only when a test sets a certificate
 	o.DataPath = t.TempDir()
 	o.LogLevel = "warn"
 	o.LogOutput = io.Discard

@@ -187,6 +187,9 @@ func (s *httpServer) pub(_ http.ResponseWriter, r *http.Request, _ httprouter.Pa
 		}
 		deferFor = time.Duration(ms) * time.Millisecond
 	}
+	if err := s.authorizePublish(r, name); err != nil {
+		return nil, err
+	}
 	t, err := s.getTopic(name)
 	if err != nil {
 		return nil, err
@@ -208,6 +211,9 @@ func (s *httpServer) mpub(_ http.ResponseWriter, r *http.Request, _ httprouter.P
 	}
 	name, err := topicName(q)
 	if err != nil {
+		return nil, err
+	}
+	if err := s.authorizePublish(r, name); err != nil {
 		return nil, err
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, o.MaxBodySize+1))

@@ -132,9 +132,6 @@ func (c *client) identify(_ [][]byte, body []byte) ([]byte, error) {
 	if err != nil {
 		return nil, wire.NewFatalClientErr("E_BAD_BODY", "IDENTIFY %s", err)
 	}
-	if req.Snappy && req.Deflate {
-		return nil, wire.NewFatalClientErr("E_IDENTIFY_FAILED", "cannot enable both deflate and snappy compression")
-	}
 	if req.ClientID != "" {
 		c.clientID = req.ClientID
 	}
@@ -155,19 +152,31 @@ func (c *client) identify(_ [][]byte, body []byte) ([]byte, error) {
 	if !req.FeatureNegotiation {
 		return wire.OK, nil
 	}
+	f := c.offeredFeatures(&req, s.deflateLevel)
+	if f.snappy && f.deflate {
+		return nil, wire.NewFatalClientErr("E_IDENTIFY_FAILED", "cannot enable both deflate and snappy compression")
+	}
 	resp, err := json.Marshal(identifyResponse{
 		MaxRdyCount:         c.n.opts.MaxRdyCount,
 		Version:             version.Version,
 		MaxMsgTimeout:       c.n.opts.MaxMsgTimeout.Milliseconds(),
 		MsgTimeout:          c.msgTimeout.Milliseconds(),
+		TLSv1:               f.tls,
+		Deflate:             f.deflate,
 		DeflateLevel:        s.deflateLevel,
 		MaxDeflateLevel:     c.n.opts.MaxDeflateLevel,
+		Snappy:              f.snappy,
 		SampleRate:          c.sampleRate,
+		AuthRequired:        c.n.authEnabled(),
 		OutputBufferSize:    c.outputBufferSize,
 		OutputBufferTimeout: c.outputBufTimeout.Milliseconds(),
 	})
 	if err != nil {
 		return nil, wire.NewFatalClientErr("E_IDENTIFY_FAILED", "IDENTIFY failed %s", err)
+	}
+	if f.any() {
+		// the reply, then each upgrade and its OK (negotiate.go)
+		return nil, c.negotiate(resp, f)
 	}
 	return resp, nil
 }

@@ -4,6 +4,7 @@ package nsqd
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -16,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/nsqgo/nsq/internal/auth"
 	"github.com/nsqgo/nsq/internal/logging"
 	"github.com/nsqgo/nsq/internal/lookuppeer"
 	"github.com/nsqgo/nsq/internal/names"
@@ -34,9 +36,16 @@ type NSQD struct {
 	startTime time.Time
 	dirLock   *dirLock
 
-	tcpListener  net.Listener
-	httpListener net.Listener
-	httpServer   *http.Server
+	tcpListener   net.Listener
+	httpListener  net.Listener
+	httpServer    *http.Server
+	httpsListener net.Listener // nil without TLS or --https-address
+	httpsServer   *http.Server
+
+	tlsConfig       *tls.Config  // nil without --tls-cert/--tls-key
+	clientTLSConfig *tls.Config  // outbound HTTPS (auth servers)
+	authClient      *auth.Client // nil without --auth-http-address
+	httpAuth        httpAuthCache
 
 	clientIDs atomic.Int64
 	loading   atomic.Bool                 // true while nsqd.dat is replayed
@@ -94,6 +103,13 @@ func New(opts *Options) (*NSQD, error) {
 			return nil, err
 		}
 	}
+	if err := n.setupTLS(); err != nil {
+		return nil, err
+	}
+	if len(opts.AuthHTTPAddresses) > 0 {
+		n.authClient = auth.NewClient(opts.AuthHTTPAddresses, n.clientTLSConfig,
+			opts.HTTPClientConnectTimeout, opts.HTTPClientRequestTimeout)
+	}
 	n.qcfg = newQueueConfig(opts, n.log)
 	if n.guard, err = newMemoryGuard(opts, n.log); err != nil {
 		return nil, err
@@ -130,6 +146,13 @@ func New(opts *Options) (*NSQD, error) {
 			return nil, err
 		}
 	}
+	if n.tlsConfig != nil && opts.HTTPSAddress != "" {
+		l, err := netx.Listen(opts.HTTPSAddress)
+		if err != nil {
+			return nil, err
+		}
+		n.httpsListener = tls.NewListener(l, n.tlsConfig)
+	}
 	ok = true
 	return n, nil
 }
@@ -159,12 +182,26 @@ func (n *NSQD) Start() error {
 	}()
 	if n.httpListener != nil {
 		n.httpServer = newHTTPServer(n)
+		if n.opts.TLSRequired == TLSRequired {
+			n.httpServer.Handler = tlsRequiredHandler(n.httpsPort)
+		}
 		n.log.Info("HTTP listening", "addr", n.httpListener.Addr().String())
 		n.wg.Add(1)
 		go func() {
 			defer n.wg.Done()
 			if err := serveHTTP(n.httpServer, n.httpListener); err != nil {
 				n.log.Error("http server", "err", err)
+			}
+		}()
+	}
+	if n.httpsListener != nil {
+		n.httpsServer = newHTTPServer(n)
+		n.log.Info("HTTPS listening", "addr", n.httpsListener.Addr().String())
+		n.wg.Add(1)
+		go func() {
+			defer n.wg.Done()
+			if err := serveHTTP(n.httpsServer, n.httpsListener); err != nil {
+				n.log.Error("https server", "err", err)
 			}
 		}()
 	}
@@ -189,6 +226,23 @@ func (n *NSQD) HTTPAddr() net.Addr {
 	return n.httpListener.Addr()
 }
 
+// HTTPSAddr is the bound HTTPS address, nil when HTTPS is not served.
+func (n *NSQD) HTTPSAddr() net.Addr {
+	if n.httpsListener == nil {
+		return nil
+	}
+	return n.httpsListener.Addr()
+}
+
+// httpsPort is the HTTPS port the TLS_REQUIRED answer points at (0 when
+// HTTPS is not served).
+func (n *NSQD) httpsPort() int {
+	if n.httpsListener == nil {
+		return 0
+	}
+	return max(netx.Port(n.httpsListener), 0)
+}
+
 // Shutdown stops accepting, closes every client, writes memory, in-flight
 // and deferred messages to disk and persists the metadata. ctx bounds the
 // wait for the HTTP server to drain.
@@ -205,6 +259,14 @@ func (n *NSQD) Shutdown(ctx context.Context) error {
 	}
 	if n.httpServer != nil { // Shutdown closes its listener
 		if err := n.httpServer.Shutdown(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if n.httpsServer == nil && n.httpsListener != nil {
+		_ = n.httpsListener.Close()
+	}
+	if n.httpsServer != nil {
+		if err := n.httpsServer.Shutdown(ctx); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -238,6 +300,9 @@ func (n *NSQD) closeListeners() {
 	}
 	if n.httpListener != nil {
 		_ = n.httpListener.Close()
+	}
+	if n.httpsListener != nil {
+		_ = n.httpsListener.Close()
 	}
 }
 
@@ -510,22 +575,6 @@ func validateOptions(o *Options) error {
 	}
 	if o.StatsdAddress != "" && (o.StatsdInterval <= 0 || o.StatsdUDPPacketSize <= 0) {
 		return errors.New("--statsd-interval and --statsd-udp-packet-size must be positive")
-	}
-	return validateUnimplemented(o)
-}
-
-// validateUnimplemented refuses settings whose feature is not built yet,
-// so a deployment never runs without something it asked for.
-func validateUnimplemented(o *Options) error {
-	var bad []string
-	if o.TLSCert != "" || o.TLSKey != "" || o.TLSClientAuthPolicy != "" || o.TLSRequired != TLSNotRequired || o.TLSRootCAFile != "" {
-		bad = append(bad, "TLS (--tls-*)")
-	}
-	if len(o.AuthHTTPAddresses) > 0 {
-		bad = append(bad, "--auth-http-address")
-	}
-	if len(bad) > 0 {
-		return fmt.Errorf("not implemented yet in this build: %v", bad)
 	}
 	return nil
 }

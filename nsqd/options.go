@@ -31,6 +31,9 @@ type Options struct {
 	AuthHTTPAddresses        []string      `flag:"auth-http-address" cfg:"auth_http_addresses"`
 	HTTPClientConnectTimeout time.Duration `flag:"http-client-connect-timeout" cfg:"http_client_connect_timeout"`
 	HTTPClientRequestTimeout time.Duration `flag:"http-client-request-timeout" cfg:"http_client_request_timeout"`
+	// AuthHTTPPublishOpen lets HTTP /pub and /mpub publish without an auth
+	// secret while auth is enabled, as NSQ does (http_auth.go).
+	AuthHTTPPublishOpen bool `flag:"auth-http-publish-open"`
 
 	// diskqueue options
 	DataPath        string        `flag:"data-path"`

@@ -64,7 +64,7 @@ func maxBodySize(o *Options) int64 { return o.MaxBodySize }
 // commands is the protocol V2 table (PROTOCOL.md §D.3).
 var commands = map[string]*commandSpec{
 	"IDENTIFY": {states: inInit, body: lengthPrefixedBody, bodyCode: "E_BAD_BODY", limit: maxBodySize, run: (*client).identify},
-	"AUTH":     {states: inInit, body: lengthPrefixedBody, bodyCode: "E_BAD_BODY", limit: maxBodySize, run: (*client).auth},
+	"AUTH":     {states: inInit, check: checkAuthParams, body: lengthPrefixedBody, bodyCode: "E_BAD_BODY", limit: maxBodySize, run: (*client).auth},
 	"SUB":      {states: inInit, minParams: 2, paramsMsg: "insufficient number of parameters", run: (*client).subscribe},
 	"RDY":      {states: inSubscribed, silentIn: inClosing, run: (*client).ready},
 	"FIN":      {states: inSubscribed | inClosing, minParams: 1, paramsMsg: "insufficient number of params", check: checkMsgID, run: (*client).finish},
@@ -76,7 +76,7 @@ var commands = map[string]*commandSpec{
 		body: lengthPrefixedBody, bodyCode: "E_BAD_MESSAGE", limit: maxMsgSize, run: (*client).pub},
 	"DPUB": {states: inAny, minParams: 2, paramsMsg: "insufficient number of parameters", check: checkDPUB,
 		body: lengthPrefixedBody, bodyCode: "E_BAD_MESSAGE", limit: maxMsgSize, run: (*client).dpub},
-	"MPUB": {states: inAny, minParams: 1, paramsMsg: "insufficient number of parameters", check: checkTopic,
+	"MPUB": {states: inAny, minParams: 1, paramsMsg: "insufficient number of parameters", check: checkMPUB,
 		body: mpubParts, bodyCode: "E_BAD_BODY", limit: maxBodySize, run: (*client).mpub},
 }
 
@@ -157,6 +157,9 @@ func (c *client) sendError(err error) {
 // exec runs one command line through the table.
 func (c *client) exec(params [][]byte) ([]byte, error) {
 	name := params[0]
+	if err := c.tlsRequiredErr(name); err != nil {
+		return nil, err
+	}
 	spec, ok := commands[string(name)]
 	if !ok {
 		return nil, wire.NewFatalClientErr("E_INVALID", "invalid command %s", name)
@@ -341,6 +344,9 @@ func (c *client) subscribe(params [][]byte, _ []byte) ([]byte, error) {
 	if !validName(channelName) {
 		return nil, wire.NewFatalClientErr("E_BAD_CHANNEL", "SUB channel name %q is not valid", channelName)
 	}
+	if err := c.checkAuth("SUB", topicName, channelName); err != nil {
+		return nil, err
+	}
 	// An ephemeral channel (or topic) can be deleted between lookup and
 	// subscribe when its last client leaves; retry with it recreated. A
 	// retired ephemeral topic stays in the daemon's map for a moment, hence
@@ -377,10 +383,16 @@ func (c *client) subscribe(params [][]byte, _ []byte) ([]byte, error) {
 }
 
 func (c *client) pub(params [][]byte, body []byte) ([]byte, error) {
+	if err := c.checkAuth("PUB", string(params[1]), ""); err != nil {
+		return nil, err
+	}
 	return c.publish("PUB", "E_PUB_FAILED", string(params[1]), [][]byte{body}, 0)
 }
 
 func (c *client) dpub(params [][]byte, body []byte) ([]byte, error) {
+	if err := c.checkAuth("DPUB", string(params[1]), ""); err != nil {
+		return nil, err
+	}
 	ms, _ := strconv.ParseInt(string(params[2]), 10, 64) // checked by checkDPUB
 	return c.publish("DPUB", "E_DPUB_FAILED", string(params[1]), [][]byte{body}, time.Duration(ms)*time.Millisecond)
 }
@@ -475,10 +487,6 @@ func readMPUBParts(r io.Reader, maxBody, maxMsg int64, cmd string, tcp bool) ([]
 	return bodies, nil
 }
 
-func (c *client) auth(_ [][]byte, _ []byte) ([]byte, error) {
-	return nil, wire.NewFatalClientErr("E_AUTH_DISABLED", "AUTH disabled")
-}
-
 // cleanup runs when the read loop ends.
 func (c *client) cleanup() {
 	c.close()
@@ -488,5 +496,6 @@ func (c *client) cleanup() {
 	}
 	// wait for an in-progress writer so no goroutine outlives the client
 	c.writeMu.Lock()
+	c.releaseTransportLocked()
 	c.writeMu.Unlock()
 }

@@ -81,7 +81,11 @@ func (c *client) stats(topic string) ClientStats {
 		ConnectTime:   c.connectTS.Unix(),
 		SampleRate:    c.sampleRate,
 		UserAgent:     c.userAgent,
+		Snappy:        c.tr.compression.Load() == compressSnappy,
+		Deflate:       c.tr.compression.Load() == compressDeflate,
 	}
+	s.setTLS(c.tr.tlsState.Load())
+	s.setAuth(c.authz.get())
 	if sub, _, _ := c.subscription(); sub != nil {
 		s.ReadyCount, s.InFlightCount = sub.Counts()
 		s.FinishCount = sub.finished.Load()

@@ -137,6 +137,7 @@ func newFlagSet(opts *nsqd.Options) *flag.FlagSet {
 	fs.String("tcp-address", opts.TCPAddress, "<addr>:<port> or a unix socket path to listen on for TCP clients")
 	authHTTPAddresses := stringArray{}
 	fs.Var(&authHTTPAddresses, "auth-http-address", "<addr>:<port> or a full url to query auth server (may be given multiple times)")
+	fs.Bool("auth-http-publish-open", opts.AuthHTTPPublishOpen, "with auth enabled, let HTTP /pub and /mpub publish without an X-NSQ-Auth-Secret header (NSQ's behaviour)")
 	fs.String("broadcast-address", opts.BroadcastAddress, "address that will be registered with lookupd (defaults to the OS hostname)")
 	fs.Int("broadcast-tcp-port", opts.BroadcastTCPPort, "TCP port that will be registered with lookupd (defaults to the TCP port that this nsqd is listening on)")
 	fs.Int("broadcast-http-port", opts.BroadcastHTTPPort, "HTTP port that will be registered with lookupd (defaults to the HTTP port that this nsqd is listening on)")

@@ -55,6 +55,7 @@ func TestSnappyInterop(t *testing.T) {
 			}
 
 			for name, mk := range map[string]func(io.Writer) io.Writer{
+				//lint:ignore SA1019 go-nsq v1.1.0 writes with it
 				"unbuffered": func(w io.Writer) io.Writer { return snappy.NewWriter(w) },
 				"buffered":   func(w io.Writer) io.Writer { return snappy.NewBufferedWriter(w) },
 			} {
@@ -201,7 +202,8 @@ func TestSnappyUpgradePipelined(t *testing.T) {
 	}
 	var first bytes.Buffer
 	identify(&first)
-	sw := snappy.NewWriter(&first) // go-nsq's writer
+	//lint:ignore SA1019 go-nsq v1.1.0 writes with it
+	sw := snappy.NewWriter(&first)
 	sw.Write(append([]byte("PUB t\n"), 0, 0, 0, 3, 'a', 'b', 'c'))
 	c.write(first.Bytes())
 

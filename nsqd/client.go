@@ -54,6 +54,10 @@ type client struct {
 	outputBufTimeout  time.Duration
 	identified        bool
 
+	// ident is what stats reports of the fields above; IDENTIFY replaces it
+	// whole, so a concurrent /stats never reads a half-written identity.
+	ident atomic.Pointer[clientIdentity]
+
 	state atomic.Int32
 
 	// sub is set once by SUB (reader goroutine) and read by stats.
@@ -105,6 +109,7 @@ func newClient(id int64, n *NSQD, conn net.Conn) *client {
 		outputBufferSize:  defaultOutputBufferLen,
 		outputBufTimeout:  n.opts.OutputBufferTimeout,
 	}
+	c.publishIdentity()
 	return c
 }
 
@@ -157,6 +162,9 @@ func (c *client) writeOutbox() {
 		c.spare = nil
 		c.outMu.Unlock()
 
+		// One deadline covers the batch: arming it per message costs a
+		// clock read and a runtime timer update each.
+		c.setWriteDeadline()
 		for i := range batch {
 			if !c.closed.Load() {
 				c.writeMessageLocked(&batch[i])
@@ -179,7 +187,6 @@ func (c *client) writeMessageLocked(m *outMsg) {
 	hdr[0], hdr[1], hdr[2], hdr[3] = byte(size>>24), byte(size>>16), byte(size>>8), byte(size)
 	hdr[7] = byte(wire.FrameTypeMessage)
 	copy(hdr[8:], m.hdr[:])
-	c.setWriteDeadline()
 	if _, err := c.writer.Write(hdr[:]); err != nil {
 		c.fail(err)
 		return
@@ -317,6 +324,17 @@ func (c *client) setOutputBuffer(size int) {
 	defer c.writeMu.Unlock()
 	c.outputBufferSize = size
 	c.writer = bufio.NewWriterSize(c.streamWriter(), size)
+}
+
+// clientIdentity is the IDENTIFY-provided part of a client's stats.
+type clientIdentity struct {
+	clientID, hostname, userAgent string
+	sampleRate                    int32
+}
+
+// publishIdentity makes the current identity visible to stats.
+func (c *client) publishIdentity() {
+	c.ident.Store(&clientIdentity{c.clientID, c.hostname, c.userAgent, c.sampleRate})
 }
 
 func (c *client) recordPub(topic string, n int) {

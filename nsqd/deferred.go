@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -29,8 +28,11 @@ func (ch *Channel) deferredName() string {
 
 func topicDeferredName(topic string) string { return topic + ":#deferred" }
 
-func metaFilePath(dataPath, name string) string {
-	return filepath.Join(dataPath, name+".diskqueue.meta.dat")
+// queueFilesExist reports whether the disk queue called name left metadata
+// or segments (a crash can leave segments written before any metadata).
+func queueFilesExist(dataPath, name string) bool {
+	matches, _ := filepath.Glob(filepath.Join(dataPath, name+".diskqueue.*"))
+	return len(matches) > 0
 }
 
 func openDeferredStore(cfg *queueConfig, name string) (*diskqueue.Queue, error) {
@@ -67,7 +69,7 @@ func saveDeferredTo(cfg *queueConfig, name string, msgs []*Message, due func(*Me
 // loadDeferredFrom hands every message of the side queue name to put, then
 // deletes the queue. A missing queue is not an error.
 func loadDeferredFrom(cfg *queueConfig, name string, put func(m *Message, due int64)) error {
-	if _, err := os.Stat(metaFilePath(cfg.dataPath, name)); err != nil {
+	if !queueFilesExist(cfg.dataPath, name) {
 		return nil
 	}
 	q, err := openDeferredStore(cfg, name)
@@ -116,7 +118,7 @@ func (ch *Channel) loadDeferred() error {
 	if ch.ephemeral {
 		return nil
 	}
-	if _, err := os.Stat(metaFilePath(ch.cfg.dataPath, ch.deferredName())); err != nil {
+	if !queueFilesExist(ch.cfg.dataPath, ch.deferredName()) {
 		return nil
 	}
 	ch.mu.Lock()

@@ -76,6 +76,10 @@ func (s *deferredSpill) release(now int64, ready func(*Message), keep func(*Mess
 	}
 	n := s.count
 	s.minDue = 0
+	// Reads stay provisional until the pass is over, so a sync between
+	// taking a record off the head and putting it back at the tail cannot
+	// record it as gone.
+	s.q.Mark()
 	var errs []error
 	for i := int64(0); i < n; i++ {
 		rec, err := s.q.Next()
@@ -108,7 +112,7 @@ func (s *deferredSpill) release(now int64, ready func(*Message), keep func(*Mess
 			}
 		}
 	}
-	return errors.Join(errs...)
+	return errors.Join(append(errs, s.q.Commit())...)
 }
 
 // close keeps the side queue for the next start (it holds due times).

@@ -363,10 +363,15 @@ func (n *NSQD) GetExistingTopic(name string) (*Topic, bool) {
 }
 
 // DeleteExistingTopic deletes a topic with its channels and data.
-func (n *NSQD) DeleteExistingTopic(name string) error {
+func (n *NSQD) DeleteExistingTopic(name string) error { return n.deleteTopic(name, nil) }
+
+// deleteTopic deletes the topic called name; with only set, just if that
+// is still the topic of that name (an ephemeral topic retiring must not
+// take a newer topic of the same name with it).
+func (n *NSQD) deleteTopic(name string, only *Topic) error {
 	n.mu.Lock()
 	t, ok := n.topics[name]
-	if !ok {
+	if !ok || (only != nil && t != only) {
 		n.mu.Unlock()
 		return errTopicNotFound
 	}
@@ -412,7 +417,7 @@ func (n *NSQD) onChannelDeleted(t *Topic, ch *Channel) {
 }
 
 func (n *NSQD) onLastChannelGone(t *Topic) {
-	if err := n.DeleteExistingTopic(t.name); err != nil && !errors.Is(err, errTopicNotFound) {
+	if err := n.deleteTopic(t.name, t); err != nil && !errors.Is(err, errTopicNotFound) {
 		n.log.Error("deleting ephemeral topic", "topic", t.name, "err", err)
 	}
 }

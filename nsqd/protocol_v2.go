@@ -88,11 +88,7 @@ func (c *client) ioLoop() {
 	defer c.cleanup()
 	var paramBuf [maxParams + 1][]byte
 	for {
-		if c.heartbeatInterval > 0 {
-			_ = c.conn.SetReadDeadline(time.Now().Add(2 * c.heartbeatInterval))
-		} else {
-			_ = c.conn.SetReadDeadline(time.Time{})
-		}
+		c.armReadDeadline()
 		line, err := c.reader.ReadSlice('\n')
 		if err != nil {
 			if errors.Is(err, bufio.ErrBufferFull) {
@@ -118,6 +114,23 @@ func (c *client) ioLoop() {
 				return
 			}
 		}
+	}
+}
+
+// armReadDeadline gives the client two heartbeat intervals to send its
+// next command. The deadline only matters to a read syscall, so it is
+// re-armed only when the next line is not already buffered: a batch of FINs
+// read in one syscall costs one deadline update, not one per FIN.
+func (c *client) armReadDeadline() {
+	if n := c.reader.Buffered(); n > 0 {
+		if buf, _ := c.reader.Peek(n); bytes.IndexByte(buf, '\n') >= 0 {
+			return
+		}
+	}
+	if c.heartbeatInterval > 0 {
+		_ = c.conn.SetReadDeadline(time.Now().Add(2 * c.heartbeatInterval))
+	} else {
+		_ = c.conn.SetReadDeadline(time.Time{})
 	}
 }
 
@@ -460,7 +473,9 @@ func readMPUBParts(r io.Reader, maxBody, maxMsg int64, cmd string, tcp bool) ([]
 	if count <= 0 || int64(count) > maxCount {
 		return nil, fail("E_BAD_BODY", "%s invalid message count %d", cmd, count)
 	}
-	bodies := make([][]byte, 0, count)
+	// The count is only a claim until the parts arrive: don't let a
+	// 12-byte header reserve megabytes.
+	bodies := make([][]byte, 0, min(int(count), 1024))
 	var total int64
 	for i := int32(0); i < count; i++ {
 		size, err := wire.ReadSize(r)

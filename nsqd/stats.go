@@ -71,16 +71,17 @@ type ClientStats struct {
 // stats snapshots c; with topic set, pub_counts only lists that topic (as
 // NSQ does for a filtered /stats).
 func (c *client) stats(topic string) ClientStats {
+	id := c.ident.Load()
 	s := ClientStats{
-		ClientID:      c.clientID,
-		Hostname:      c.hostname,
+		ClientID:      id.clientID,
+		Hostname:      id.hostname,
 		Version:       "V2",
 		RemoteAddress: c.remoteAddr,
 		State:         c.state.Load(),
 		MessageCount:  c.messageCount.Load(),
 		ConnectTime:   c.connectTS.Unix(),
-		SampleRate:    c.sampleRate,
-		UserAgent:     c.userAgent,
+		SampleRate:    id.sampleRate,
+		UserAgent:     id.userAgent,
 		Snappy:        c.tr.compression.Load() == compressSnappy,
 		Deflate:       c.tr.compression.Load() == compressDeflate,
 	}

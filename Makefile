@@ -6,7 +6,7 @@ DESTDIR  ?=
 BUILD    := build
 VERSION  := $(shell sed -n 's/^var Version = "\(.*\)"/\1/p' internal/version/version.go)
 LDFLAGS  := -X github.com/nsqgo/nsq/internal/version.Version=$(VERSION)
-APPS     := $(notdir $(wildcard apps/*))
+APPS     := $(filter-out internal,$(notdir $(wildcard apps/*)))
 BENCHES  := $(notdir $(wildcard bench/bench_*))
 TESTFLAGS ?=
 

@@ -28,7 +28,8 @@ done
 cat <<'MSG'
 
 nsqd is up: TCP 127.0.0.1:4150, HTTP 127.0.0.1:4151, data in ./data
-(nsqlookupd on 127.0.0.1:4160/4161 when built).
+nsqlookupd is up: TCP 127.0.0.1:4160, HTTP 127.0.0.1:4161
+  curl -s 'http://127.0.0.1:4161/lookup?topic=test'
 
 Publish:
   curl -d 'hello world' 'http://127.0.0.1:4151/pub?topic=test'

@@ -3,7 +3,6 @@ package nsqd
 import (
 	"bufio"
 	"net"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -351,8 +350,4 @@ func (c *client) subscription() (*Subscription, *Topic, *Channel) {
 	c.subMu.Lock()
 	defer c.subMu.Unlock()
 	return c.sub, c.topic, c.channel
-}
-
-func isTemporaryClose(err error) bool {
-	return err != nil && strings.Contains(err.Error(), "use of closed network connection")
 }

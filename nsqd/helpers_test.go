@@ -96,11 +96,6 @@ func newProducer(t *testing.T, addr string) *nsq.Producer {
 	return p
 }
 
-// collector is a go-nsq handler that records bodies.
-type collector struct {
-	ch chan *nsq.Message
-}
-
 func newConsumer(t *testing.T, addr, topic, channel string, cfg *nsq.Config, h nsq.Handler) *nsq.Consumer {
 	t.Helper()
 	if cfg == nil {

@@ -11,6 +11,8 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -94,9 +96,10 @@ func TestLargeMessageLeavesNoConnectionBuffer(t *testing.T) {
 	t.Logf("heap before %d, after %d", before, after)
 }
 
-// idleCost returns the heap bytes one idle object made by create costs,
-// averaged over count objects created in a fresh daemon.
-func idleCost(tb testing.TB, count int, create func(d *NSQD, i int)) float64 {
+// idleCost returns the heap and RSS bytes one idle object made by create
+// costs, averaged over count objects created in a fresh daemon. RSS is the
+// process's, so it is only meaningful in a benchmark run on its own.
+func idleCost(tb testing.TB, count int, create func(d *NSQD, i int)) (heap, rss float64) {
 	o := NewOptions()
 	o.TCPAddress, o.HTTPAddress = "127.0.0.1:0", ""
 	o.DataPath = tb.TempDir()
@@ -106,11 +109,29 @@ func idleCost(tb testing.TB, count int, create func(d *NSQD, i int)) float64 {
 		tb.Fatal(err)
 	}
 	defer d.Shutdown(context.Background())
-	before := heapInUse()
+	heapBefore, rssBefore := heapInUse(), selfRSS(tb)
 	for j := 0; j < count; j++ {
 		create(d, j)
 	}
-	return float64(int64(heapInUse())-int64(before)) / float64(count)
+	heapAfter, rssAfter := heapInUse(), selfRSS(tb)
+	return float64(int64(heapAfter)-int64(heapBefore)) / float64(count),
+		float64(rssAfter-rssBefore) / float64(count)
+}
+
+// selfRSS reads this process's resident set size.
+func selfRSS(tb testing.TB) int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		tb.Skipf("no /proc/self/status: %v", err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
+			kb, _ := strconv.ParseInt(f[1], 10, 64)
+			return kb << 10
+		}
+	}
+	tb.Fatal("no VmRSS in /proc/self/status")
+	return 0
 }
 
 func createTopic(tb testing.TB) func(*NSQD, int) {
@@ -136,27 +157,29 @@ func createChannel(tb testing.TB) func(*NSQD, int) {
 // BenchmarkIdleTopicHeap: heap per idle topic at the default
 // --mem-queue-size=10000 (NSQ v1.3.0: ~87 KB).
 func BenchmarkIdleTopicHeap(b *testing.B) {
-	var per float64
+	var heap, rss float64
 	for i := 0; i < b.N; i++ {
-		per = idleCost(b, 5000, createTopic(b))
+		heap, rss = idleCost(b, 5000, createTopic(b))
 	}
-	b.ReportMetric(per, "heap-bytes/topic")
+	b.ReportMetric(heap, "heap-bytes/topic")
+	b.ReportMetric(rss, "rss-bytes/topic")
 }
 
 // BenchmarkIdleChannelHeap: heap per idle channel (NSQ v1.3.0: ~107 KB).
 func BenchmarkIdleChannelHeap(b *testing.B) {
-	var per float64
+	var heap, rss float64
 	for i := 0; i < b.N; i++ {
-		per = idleCost(b, 5000, createChannel(b))
+		heap, rss = idleCost(b, 5000, createChannel(b))
 	}
-	b.ReportMetric(per, "heap-bytes/channel")
+	b.ReportMetric(heap, "heap-bytes/channel")
+	b.ReportMetric(rss, "rss-bytes/channel")
 }
 
 // TestIdleQueuesAreSmall keeps the benchmarks' promise honest in CI: an
 // idle topic and an idle channel each cost under 10 KB of heap.
 func TestIdleQueuesAreSmall(t *testing.T) {
 	for name, create := range map[string]func(*NSQD, int){"topic": createTopic(t), "channel": createChannel(t)} {
-		per := idleCost(t, 1000, create)
+		per, _ := idleCost(t, 1000, create)
 		t.Logf("idle %s: %.0f heap bytes", name, per)
 		if per > 10*1024 {
 			t.Errorf("idle %s costs %.0f heap bytes, want < 10 KB", name, per)

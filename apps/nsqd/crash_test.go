@@ -104,16 +104,6 @@ func (n *crashNode) start() {
 	waitHTTP(n.t, "http://"+n.httpAddr+"/ping", n.exited)
 }
 
-func (n *crashNode) kill() {
-	n.t.Helper()
-	_ = n.cmd.Process.Signal(syscall.SIGKILL)
-	select {
-	case <-n.exited:
-	case <-time.After(10 * time.Second):
-		n.t.Fatal("nsqd did not die after SIGKILL")
-	}
-}
-
 // post sends an admin request; errors are expected while nsqd is down.
 func (n *crashNode) post(path string) error {
 	resp, err := crashHTTP.Post("http://"+n.httpAddr+path, "text/plain", nil)

@@ -212,10 +212,12 @@ func TestLookupdRestartAndRuntimeAddresses(t *testing.T) {
 	if err := l.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+	restarted := time.Now()
 	l2 := startLookupd(t, addr, time.Minute)
 	waitFor(t, "re-registration after lookupd restart", 20*time.Second, func() bool {
 		return len(l2.lookupPorts(t, "survivor")) == 1
 	})
+	t.Logf("re-registered %s after the lookupd restart", time.Since(restarted).Round(time.Millisecond))
 
 	// A second lookupd added at run time is registered with.
 	l3 := startLookupd(t, "127.0.0.1:0", time.Minute)

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -54,6 +55,22 @@ func (c *conn) read() ([]byte, error) {
 		return nil, fmt.Errorf("%w: %s", errLookupd, data)
 	}
 	return data, nil
+}
+
+// closedByPeer reports a connection the lookupd has closed, without
+// blocking: between commands nothing may arrive, so a read that does not
+// time out at once means EOF (or unsolicited bytes, also an error).
+func (c *conn) closedByPeer() error {
+	_ = c.nc.SetReadDeadline(time.Now().Add(time.Millisecond))
+	_, err := c.r.Peek(1)
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return nil
+	}
+	if err == nil {
+		return errors.New("lookupd sent data unasked")
+	}
+	return fmt.Errorf("connection closed by lookupd: %w", err)
 }
 
 func (c *conn) writeMagic() error { return c.write([]byte(wire.MagicV1)) }

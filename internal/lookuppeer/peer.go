@@ -14,6 +14,9 @@ import (
 
 // peerConfig is what a peer needs from its manager, copied at creation so
 // the peer never reads the manager's fields.
+// livenessInterval is how often an idle connection is checked for a close.
+const livenessInterval = time.Second
+
 type peerConfig struct {
 	pingInterval time.Duration
 	dialTimeout  time.Duration
@@ -180,10 +183,19 @@ func (p *peer) session() (identified bool, err error) {
 
 	ping := time.NewTicker(p.cfg.pingInterval)
 	defer ping.Stop()
+	// lookupd never speaks unasked, so an idle connection is checked for a
+	// close now and then; otherwise a restarted lookupd would only be
+	// noticed at the next PING, up to 15 s later.
+	check := time.NewTicker(livenessInterval)
+	defer check.Stop()
 	for {
 		select {
 		case <-p.ctx.Done():
 			return true, p.ctx.Err()
+		case <-check.C:
+			if err := c.closedByPeer(); err != nil {
+				return true, err
+			}
 		case <-ping.C:
 			if err := c.ping(); err != nil {
 				return true, err

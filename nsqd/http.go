@@ -41,13 +41,13 @@ func newHTTPServer(n *NSQD) *http.Server {
 	r.Handle("POST", "/topic/create", v1(s.topicCreate))
 	r.Handle("POST", "/topic/delete", v1(s.topicDelete))
 	r.Handle("POST", "/topic/empty", v1(s.topicEmpty))
-	r.Handle("POST", "/topic/pause", v1(s.topicPause(true)))
-	r.Handle("POST", "/topic/unpause", v1(s.topicPause(false)))
+	r.Handle("POST", "/topic/pause", v1(s.setPaused(true, s.pausableTopic)))
+	r.Handle("POST", "/topic/unpause", v1(s.setPaused(false, s.pausableTopic)))
 	r.Handle("POST", "/channel/create", v1(s.channelCreate))
 	r.Handle("POST", "/channel/delete", v1(s.channelDelete))
 	r.Handle("POST", "/channel/empty", v1(s.channelEmpty))
-	r.Handle("POST", "/channel/pause", v1(s.channelPause(true)))
-	r.Handle("POST", "/channel/unpause", v1(s.channelPause(false)))
+	r.Handle("POST", "/channel/pause", v1(s.setPaused(true, s.pausableChannel)))
+	r.Handle("POST", "/channel/unpause", v1(s.setPaused(false, s.pausableChannel)))
 	r.Handle("GET", "/config/:opt", v1(s.getConfig))
 	r.Handle("PUT", "/config/:opt", v1(s.putConfig))
 
@@ -390,22 +390,38 @@ func (s *httpServer) topicEmpty(_ http.ResponseWriter, r *http.Request, _ httpro
 	return nil, nil
 }
 
-func (s *httpServer) topicPause(pause bool) httpapi.Handler {
+// pausable is a topic or a channel.
+type pausable interface {
+	Pause()
+	UnPause()
+}
+
+// setPaused pauses or unpauses what find names and persists it at once.
+func (s *httpServer) setPaused(pause bool, find func(*http.Request) (pausable, error)) httpapi.Handler {
 	return func(_ http.ResponseWriter, r *http.Request, _ httprouter.Params) (any, error) {
-		t, err := s.existingTopic(r, false)
+		p, err := find(r)
 		if err != nil {
 			return nil, err
 		}
 		if pause {
-			t.Pause()
+			p.Pause()
 		} else {
-			t.UnPause()
+			p.UnPause()
 		}
 		if err := s.n.persistMetadata(); err != nil {
 			return nil, apiErr(http.StatusInternalServerError, "INTERNAL_ERROR")
 		}
 		return nil, nil
 	}
+}
+
+func (s *httpServer) pausableTopic(r *http.Request) (pausable, error) {
+	return s.existingTopic(r, false)
+}
+
+func (s *httpServer) pausableChannel(r *http.Request) (pausable, error) {
+	_, ch, err := s.existingChannel(r)
+	return ch, err
 }
 
 // channelArgs validates topic and channel query parameters.
@@ -483,24 +499,6 @@ func (s *httpServer) channelEmpty(_ http.ResponseWriter, r *http.Request, _ http
 		return nil, apiErr(http.StatusInternalServerError, "INTERNAL_ERROR")
 	}
 	return nil, nil
-}
-
-func (s *httpServer) channelPause(pause bool) httpapi.Handler {
-	return func(_ http.ResponseWriter, r *http.Request, _ httprouter.Params) (any, error) {
-		_, ch, err := s.existingChannel(r)
-		if err != nil {
-			return nil, err
-		}
-		if pause {
-			ch.Pause()
-		} else {
-			ch.UnPause()
-		}
-		if err := s.n.persistMetadata(); err != nil {
-			return nil, apiErr(http.StatusInternalServerError, "INTERNAL_ERROR")
-		}
-		return nil, nil
-	}
 }
 
 func (s *httpServer) getConfig(_ http.ResponseWriter, _ *http.Request, ps httprouter.Params) (any, error) {

@@ -8,12 +8,9 @@ package nsqd
 // level: no ".bad" file when a caught-up reader meets segment rolls.
 
 import (
-	"bufio"
 	"encoding/binary"
 	"fmt"
-	"io"
 	"math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,65 +24,22 @@ import (
 	"github.com/nsqio/go-nsq"
 )
 
-// faultClient is a raw protocol V2 publisher that reports error frames
-// instead of failing the test.
-type faultClient struct {
-	t    *testing.T
-	conn net.Conn
-	r    *bufio.Reader
-}
-
-func dialFault(t *testing.T, addr string) *faultClient {
-	t.Helper()
-	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
-	if err != nil {
-		t.Fatalf("dial %s: %v", addr, err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	c := &faultClient{t: t, conn: conn, r: bufio.NewReader(conn)}
-	if _, err := conn.Write([]byte("  V2")); err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
 // publish sends PUB (one body) or MPUB (several) and returns the reply:
 // "OK", or the text of the error frame.
-func (c *faultClient) publish(topic string, bodies ...[]byte) string {
+func (c *rawClient) publish(topic string, bodies ...[]byte) string {
 	c.t.Helper()
-	var buf []byte
 	if len(bodies) == 1 {
-		buf = fmt.Appendf(nil, "PUB %s\n", topic)
-		buf = binary.BigEndian.AppendUint32(buf, uint32(len(bodies[0])))
-		buf = append(buf, bodies[0]...)
+		c.send("PUB "+topic, bodies[0])
 	} else {
-		inner := binary.BigEndian.AppendUint32(nil, uint32(len(bodies)))
+		mpub := binary.BigEndian.AppendUint32(nil, uint32(len(bodies)))
 		for _, b := range bodies {
-			inner = binary.BigEndian.AppendUint32(inner, uint32(len(b)))
-			inner = append(inner, b...)
+			mpub = binary.BigEndian.AppendUint32(mpub, uint32(len(b)))
+			mpub = append(mpub, b...)
 		}
-		buf = fmt.Appendf(nil, "MPUB %s\n", topic)
-		buf = binary.BigEndian.AppendUint32(buf, uint32(len(inner)))
-		buf = append(buf, inner...)
+		c.send("MPUB "+topic, mpub)
 	}
-	_ = c.conn.SetDeadline(time.Now().Add(10 * time.Second))
-	if _, err := c.conn.Write(buf); err != nil {
-		c.t.Fatalf("write: %v", err)
-	}
-	for {
-		var hdr [8]byte
-		if _, err := io.ReadFull(c.r, hdr[:]); err != nil {
-			c.t.Fatalf("read reply: %v", err)
-		}
-		data := make([]byte, binary.BigEndian.Uint32(hdr[:4])-4)
-		if _, err := io.ReadFull(c.r, data); err != nil {
-			c.t.Fatalf("read reply: %v", err)
-		}
-		if typ := binary.BigEndian.Uint32(hdr[4:]); typ == 0 && string(data) == "_heartbeat_" {
-			continue
-		}
-		return string(data)
-	}
+	_, data := c.frame()
+	return data
 }
 
 // mountTmpfs mounts a tmpfs of size (e.g. "2m") on a fresh temp dir and
@@ -178,6 +132,20 @@ func consumeNames(t *testing.T, d *testDaemon, topic, channel string) *nameSink 
 	return s
 }
 
+// consumeOnce consumes topic/channel until every name in want has arrived
+// and the channel is drained, then checks each arrived exactly once.
+func consumeOnce(t *testing.T, d *testDaemon, topic, channel string, want []string) {
+	t.Helper()
+	what := topic + "/" + channel
+	s := consumeNames(t, d, topic, channel)
+	waitFor(t, what+" consumed", 20*time.Second, func() bool { return s.hasAll(want) })
+	waitFor(t, what+" drained", 10*time.Second, func() bool {
+		cs, _ := d.channelStats(topic, channel)
+		return cs.Depth == 0 && cs.InFlightCount == 0
+	})
+	s.check(t, what, want)
+}
+
 // TestDiskFullPublishFailsAndRecovers fills a real 2 MB file system with
 // --mem-queue-size=0: publishes fail with E_PUB_FAILED / E_MPUB_FAILED /
 // HTTP 500 and change nothing, /ping says NOK, a topic backlog moving to
@@ -207,7 +175,7 @@ func TestDiskFullPublishFailsAndRecovers(t *testing.T) {
 	// unpaused; they then move to its channel.
 	d.mustDo("POST", "/topic/pause?topic=held", "", 200)
 	var heldAcked []string
-	pc := dialFault(t, d.tcp)
+	pc := dialRaw(t, d.tcp)
 	for i := range 100 {
 		name := fmt.Sprintf("held%04d", i)
 		if r := pc.publish("held", paddedBody(name, 1000)); r != "OK" {
@@ -237,7 +205,7 @@ func TestDiskFullPublishFailsAndRecovers(t *testing.T) {
 	}
 
 	// Every way of publishing fails, and a failure leaves no trace.
-	if r := dialFault(t, d.tcp).publish("full", paddedBody("failmpub0", 1000), paddedBody("failmpub1", 1000)); !strings.HasPrefix(r, "E_MPUB_FAILED ") {
+	if r := dialRaw(t, d.tcp).publish("full", paddedBody("failmpub0", 1000), paddedBody("failmpub1", 1000)); !strings.HasPrefix(r, "E_MPUB_FAILED ") {
 		t.Errorf("MPUB on a full disk: %q", r)
 	}
 	if code, body := d.do("POST", "/pub?topic=full", string(paddedBody("failhttp", 1000))); code != 500 || !strings.Contains(body, "INTERNAL_ERROR") {
@@ -270,7 +238,7 @@ func TestDiskFullPublishFailsAndRecovers(t *testing.T) {
 		cs, _ := d.channelStats("held", "c")
 		return cs.Depth == int64(len(heldAcked)) && d.topicStats("held").Depth == 0
 	})
-	pc = dialFault(t, d.tcp)
+	pc = dialRaw(t, d.tcp)
 	for i := range 20 {
 		name := fmt.Sprintf("after%02d", i)
 		if r := pc.publish("full", paddedBody(name, 1000)); r != "OK" {
@@ -348,7 +316,7 @@ func TestFailedChannelWriteLeavesNoTrace(t *testing.T) {
 	for i := range five {
 		five[i] = paddedBody(fmt.Sprintf("m%d", i), 100)
 	}
-	if r := dialFault(t, d.tcp).publish("t", five...); !strings.HasPrefix(r, "E_MPUB_FAILED ") {
+	if r := dialRaw(t, d.tcp).publish("t", five...); !strings.HasPrefix(r, "E_MPUB_FAILED ") {
 		t.Fatalf("MPUB with a failing disk: %q", r)
 	}
 	cs, _ := d.channelStats("t", "c")
@@ -356,7 +324,7 @@ func TestFailedChannelWriteLeavesNoTrace(t *testing.T) {
 		t.Fatalf("failed MPUB left depth %d message_count %d (topic %d)", cs.Depth, cs.MessageCount, d.topicStats("t").MessageCount)
 	}
 	// Two PUBs fill the memory queue; the third needs the disk.
-	pc := dialFault(t, d.tcp)
+	pc := dialRaw(t, d.tcp)
 	for _, b := range five[:2] {
 		if r := pc.publish("t", b); r != "OK" {
 			t.Fatalf("PUB into memory: %q", r)
@@ -379,7 +347,7 @@ func TestFailedChannelWriteLeavesNoTrace(t *testing.T) {
 		t.Fatalf("/ping: %d %q", code, body)
 	}
 	fb.fail.Store(false)
-	if r := dialFault(t, d.tcp).publish("t", five...); r != "OK" {
+	if r := dialRaw(t, d.tcp).publish("t", five...); r != "OK" {
 		t.Fatalf("MPUB after the disk recovered: %q", r)
 	}
 	if code, body := d.do("GET", "/ping", ""); code != 200 {
@@ -398,7 +366,7 @@ func TestFailedChannelWriteLeavesNoTrace(t *testing.T) {
 	bad := injectFailures(t, d, "b", "bad")
 	bad.fail.Store(true)
 	var names []string
-	pc = dialFault(t, d.tcp)
+	pc = dialRaw(t, d.tcp)
 	for i := range 300 {
 		names = append(names, fmt.Sprintf("b%03d", i))
 		if r := pc.publish("b", paddedBody(names[i], 200)); r != "OK" {
@@ -414,13 +382,7 @@ func TestFailedChannelWriteLeavesNoTrace(t *testing.T) {
 		return a.Depth == 300 && b.Depth == 300
 	})
 	for _, ch := range []string{"ok", "bad"} {
-		s := consumeNames(t, d, "b", ch)
-		waitFor(t, "b/"+ch+" consumed", 20*time.Second, func() bool { return s.hasAll(names) })
-		waitFor(t, "b/"+ch+" drained", 10*time.Second, func() bool {
-			cs, _ := d.channelStats("b", ch)
-			return cs.Depth == 0 && cs.InFlightCount == 0
-		})
-		s.check(t, "b/"+ch, names)
+		consumeOnce(t, d, "b", ch, names)
 	}
 
 	// A move that stops while retrying (the topic is paused) gives the
@@ -445,13 +407,7 @@ func TestFailedChannelWriteLeavesNoTrace(t *testing.T) {
 	waitFor(t, "the batch to be given back", 10*time.Second, func() bool { return gt.Depth() == 50 })
 	g.fail.Store(false)
 	gt.UnPause()
-	s := consumeNames(t, d, "g", "c")
-	waitFor(t, "g/c consumed", 20*time.Second, func() bool { return s.hasAll(names) })
-	waitFor(t, "g/c drained", 10*time.Second, func() bool {
-		cs, _ := d.channelStats("g", "c")
-		return cs.Depth == 0 && cs.InFlightCount == 0
-	})
-	s.check(t, "g/c", names)
+	consumeOnce(t, d, "g", "c", names)
 }
 
 // gateBackend blocks the first write until released: the instant a
@@ -522,13 +478,7 @@ func TestDrainCrashLosesNothing(t *testing.T) {
 	if _, err := tp2.GetChannel("c"); err != nil {
 		t.Fatal(err)
 	}
-	s := consumeNames(t, d2, "t", "c")
-	waitFor(t, "the batch caught mid-move", 10*time.Second, func() bool { return s.hasAll(names) })
-	waitFor(t, "the channel to drain", 10*time.Second, func() bool {
-		cs, _ := d2.channelStats("t", "c")
-		return cs.Depth == 0 && cs.InFlightCount == 0
-	})
-	s.check(t, "t/c after the crash", names)
+	consumeOnce(t, d2, "t", "c", names) // with the batch caught mid-move
 }
 
 // TestNoBadFilesOnSegmentRoll is go-diskqueue#42 at the nsqd level:

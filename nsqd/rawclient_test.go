@@ -12,7 +12,7 @@ import (
 )
 
 // rawClient speaks protocol V2 over a socket (or a TLS connection) for the
-// security tests, which check exact error frames.
+// tests that check exact error frames (security, disk faults).
 type rawClient struct {
 	t    *testing.T
 	conn net.Conn

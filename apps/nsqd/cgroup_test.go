@@ -97,6 +97,34 @@ func freePort(t testing.TB) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
+// startCmd starts cmd; the channel receives the result of its Wait.
+func startCmd(t testing.TB, cmd *exec.Cmd) <-chan error {
+	t.Helper()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	return exited
+}
+
+// sigterm sends cmd SIGTERM and fails the test unless it exits 0 within
+// a minute.
+func sigterm(t testing.TB, cmd *exec.Cmd, exited <-chan error) {
+	t.Helper()
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("nsqd exit after SIGTERM: %v", err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("nsqd did not exit after SIGTERM")
+	}
+}
+
 func buildNSQD(t testing.TB) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "nsqd")
@@ -134,11 +162,7 @@ func TestMemoryCgroupFlood(t *testing.T) {
 	script := fmt.Sprintf("echo $$ > %s && exec %s --tcp-address=%s --http-address=%s --data-path=%s --mem-soft-limit=50%% --log-level=info > %s 2>&1",
 		cg.procs, bin, tcpAddr, httpAddr, t.TempDir(), logFile)
 	cmd := exec.Command("sh", "-c", script)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	exited := startCmd(t, cmd)
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
 		if b, err := os.ReadFile(logFile); err == nil && t.Failed() {
@@ -266,15 +290,7 @@ func TestMemoryCgroupFlood(t *testing.T) {
 	if acceptedAfterRefusal.Load() == 0 {
 		t.Errorf("no publish was accepted after the first refusal")
 	}
-	_ = cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case err := <-exited:
-		if err != nil {
-			t.Fatalf("nsqd exit after SIGTERM: %v", err)
-		}
-	case <-time.After(60 * time.Second):
-		t.Fatal("nsqd did not exit after SIGTERM")
-	}
+	sigterm(t, cmd, exited)
 }
 
 func waitHTTP(t testing.TB, url string, exited <-chan error) {

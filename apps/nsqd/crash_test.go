@@ -79,7 +79,7 @@ type crashNode struct {
 	bin, data, log    string
 	tcpAddr, httpAddr string
 	cmd               *exec.Cmd
-	exited            chan error
+	exited            <-chan error
 }
 
 func (n *crashNode) start() {
@@ -95,12 +95,7 @@ func (n *crashNode) start() {
 	n.cmd = exec.Command(n.bin, "--tcp-address="+n.tcpAddr, "--http-address="+n.httpAddr,
 		"--data-path="+n.data, "--mem-queue-size=0", "--log-level=warn")
 	n.cmd.Stdout, n.cmd.Stderr = logf, logf
-	if err := n.cmd.Start(); err != nil {
-		n.t.Fatal(err)
-	}
-	n.exited = make(chan error, 1)
-	cmd, exited := n.cmd, n.exited
-	go func() { exited <- cmd.Wait() }()
+	n.exited = startCmd(n.t, n.cmd)
 	waitHTTP(n.t, "http://"+n.httpAddr+"/ping", n.exited)
 }
 
@@ -119,6 +114,25 @@ func (n *crashNode) post(path string) error {
 }
 
 var crashHTTP = &http.Client{Timeout: 5 * time.Second}
+
+// consumeBodies connects a consumer of topic/channel on the nsqd at addr
+// that adds every body it receives to set; the caller stops it.
+func consumeBodies(t *testing.T, addr, topic, channel string, cfg *nsq.Config, set *bodySet) *nsq.Consumer {
+	t.Helper()
+	c, err := nsq.NewConsumer(topic, channel, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetLogger(nil, nsq.LogLevelError)
+	c.AddHandler(nsq.HandlerFunc(func(m *nsq.Message) error {
+		set.add(string(m.Body))
+		return nil
+	}))
+	if err := c.ConnectToNSQD(addr); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
 
 // TestCrashSIGKILL: publishers (TCP PUB, TCP MPUB, HTTP /pub) run against
 // nsqd with --mem-queue-size=0 and the default sync settings while it is
@@ -162,18 +176,7 @@ func TestCrashSIGKILL(t *testing.T) {
 	cfg := nsq.NewConfig()
 	cfg.MaxInFlight = 50
 	cfg.LookupdPollInterval = 100 * time.Millisecond // reconnect delay for a direct nsqd connection
-	liveConsumer, err := nsq.NewConsumer("crash", "live", cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	liveConsumer.SetLogger(nil, nsq.LogLevelError)
-	liveConsumer.AddHandler(nsq.HandlerFunc(func(m *nsq.Message) error {
-		live.add(string(m.Body))
-		return nil
-	}))
-	if err := liveConsumer.ConnectToNSQD(node.tcpAddr); err != nil {
-		t.Fatal(err)
-	}
+	liveConsumer := consumeBodies(t, node.tcpAddr, "crash", "live", cfg, live)
 	defer liveConsumer.Stop()
 
 	// Publishers run until stop; an acknowledged body goes in acked. A
@@ -276,18 +279,7 @@ func TestCrashSIGKILL(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := newBodySet()
-	final, err := nsq.NewConsumer("crash", "c", cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	final.SetLogger(nil, nsq.LogLevelError)
-	final.AddHandler(nsq.HandlerFunc(func(m *nsq.Message) error {
-		got.add(string(m.Body))
-		return nil
-	}))
-	if err := final.ConnectToNSQD(node.tcpAddr); err != nil {
-		t.Fatal(err)
-	}
+	final := consumeBodies(t, node.tcpAddr, "crash", "c", cfg, got)
 	defer final.Stop()
 	deadline := time.Now().Add(2 * time.Minute)
 	for len(got.missing(acked)) > 0 && time.Now().Before(deadline) {

@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -107,11 +106,7 @@ func TestBinaryLifecycle(t *testing.T) {
 	data := t.TempDir()
 	httpAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	cmd := exec.Command(bin, "--tcp-address=127.0.0.1:0", "--http-address="+httpAddr, "--data-path="+data)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	exited := startCmd(t, cmd)
 	defer cmd.Process.Kill()
 	waitHTTP(t, "http://"+httpAddr+"/ping", exited)
 	resp, err := http.Post("http://"+httpAddr+"/pub?topic=life", "text/plain", strings.NewReader("hello"))
@@ -119,17 +114,7 @@ func TestBinaryLifecycle(t *testing.T) {
 		t.Fatalf("pub: %v %v", err, resp)
 	}
 	resp.Body.Close()
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-exited:
-		if err != nil {
-			t.Fatalf("exit after SIGTERM: %v", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("no exit after SIGTERM")
-	}
+	sigterm(t, cmd, exited)
 	meta, err := os.ReadFile(filepath.Join(data, "nsqd.dat"))
 	if err != nil || !strings.Contains(string(meta), `"life"`) {
 		t.Fatalf("nsqd.dat after exit: %v %s", err, meta)

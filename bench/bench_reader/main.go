@@ -23,20 +23,18 @@ package main
 
 import (
 	"bufio"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"log"
 	"net"
 	"os"
 	"runtime"
 	"strconv"
-	"sync"
-	"sync/atomic"
 	"time"
+
+	"github.com/nsqgo/nsq/bench/internal/benchproto"
 )
 
 var (
@@ -49,14 +47,7 @@ var (
 	deadline   = flag.String("deadline", "", `deadline to start the benchmark run ("2006-01-02 15:04:05", local time; empty = now)`)
 )
 
-// Frame types of protocol V2 (PROTOCOL.md §D.2).
 const (
-	frameTypeResponse = 0
-	frameTypeError    = 1
-	frameTypeMessage  = 2
-
-	maxFrameSize = 256 << 20 // sanity bound on a frame's declared size
-
 	// A message frame's data: [int64 timestamp][uint16 attempts][16 byte id][body].
 	msgIDStart = 10
 	msgIDEnd   = 26
@@ -72,19 +63,16 @@ func main() {
 	if *size <= 0 || *rdy < 0 || *runfor <= 0 {
 		log.Fatal("--size and --runfor must be positive, --rdy non-negative")
 	}
-	startAt, err := parseDeadline(*deadline)
+	startAt, err := benchproto.ParseDeadline(*deadline)
 	if err != nil {
 		log.Fatal(err)
 	}
 
-	n := runtime.GOMAXPROCS(0)
-	conns := make([]*subConn, 0, n)
-	for i := 0; i < n; i++ {
-		c, err := dialSub(*tcpAddress, *topic, *channel)
-		if err != nil {
-			log.Fatalf("connection %d: %s", i, err)
-		}
-		conns = append(conns, c)
+	conns, err := benchproto.DialAll(runtime.GOMAXPROCS(0), func() (*subConn, error) {
+		return dialSub(*tcpAddress, *topic, *channel)
+	})
+	if err != nil {
+		log.Fatal(err)
 	}
 	rdyCount := *rdy
 	if m := conns[0].maxRdy; m > 0 && rdyCount > m {
@@ -92,69 +80,26 @@ func main() {
 		rdyCount = m
 	}
 
-	if !startAt.IsZero() {
-		d := time.Until(startAt)
-		log.Printf("sleeping until %s (%s)", startAt.Format(time.DateTime), d)
-		time.Sleep(d)
-	}
+	benchproto.SleepUntil(startAt)
 
-	var (
-		total    atomic.Int64
-		wg       sync.WaitGroup
-		errOnce  sync.Once
-		firstErr error
-	)
-	start := time.Now()
-	end := start.Add(*runfor)
-	for _, c := range conns {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			count, err := c.run(rdyCount, end)
-			total.Add(count)
-			if err != nil {
-				errOnce.Do(func() { firstErr = err })
-			}
-		}()
-	}
-	wg.Wait()
-	duration := time.Since(start)
+	msgs, duration, err := benchproto.RunAll(conns, *runfor, func(c *subConn, end time.Time) (int64, error) {
+		return c.run(rdyCount, end)
+	})
 	for _, c := range conns {
 		c.conn.Close()
 	}
-	if firstErr != nil {
-		log.Fatalf("consume failed: %s", firstErr)
+	if err != nil {
+		log.Fatalf("consume failed: %s", err)
 	}
-	msgs := total.Load()
 	if msgs == 0 {
 		log.Printf("no messages received (is %s empty?)", *topic)
 	}
-	printResult(duration, msgs, *size)
-}
-
-func parseDeadline(s string) (time.Time, error) {
-	if s == "" {
-		return time.Time{}, nil
-	}
-	t, err := time.ParseInLocation(time.DateTime, s, time.Local)
-	if err != nil {
-		return time.Time{}, fmt.Errorf("invalid --deadline %q: %w", s, err)
-	}
-	return t, nil
-}
-
-func printResult(duration time.Duration, msgs int64, msgSize int) {
-	secs := duration.Seconds()
-	mbPerSec := float64(msgs) * float64(msgSize) / secs / 1024 / 1024
-	opsPerSec := float64(msgs) / secs
-	usPerOp := secs * 1e6 / float64(msgs)
-	fmt.Printf("duration: %s - %.03fmb/s - %.03fops/s - %.03fus/op\n",
-		duration, mbPerSec, opsPerSec, usPerOp)
+	benchproto.PrintResult(duration, msgs, *size)
 }
 
 type subConn struct {
 	conn   net.Conn
-	fr     frameReader
+	fr     *benchproto.FrameReader
 	w      *bufio.Writer
 	maxRdy int // from the IDENTIFY response; 0 if unknown
 
@@ -170,7 +115,7 @@ func dialSub(addr, topic, channel string) (*subConn, error) {
 	}
 	c := &subConn{
 		conn: conn,
-		fr:   frameReader{r: bufio.NewReaderSize(conn, readBufSize)},
+		fr:   benchproto.NewFrameReader(conn, readBufSize),
 		w:    bufio.NewWriterSize(conn, writeBufSize),
 	}
 	if err := c.handshake(topic, channel); err != nil {
@@ -181,19 +126,10 @@ func dialSub(addr, topic, channel string) (*subConn, error) {
 }
 
 func (c *subConn) handshake(topic, channel string) error {
-	hostname, _ := os.Hostname()
-	body, _ := json.Marshal(map[string]any{
-		"client_id":           "bench_reader",
-		"hostname":            hostname,
-		"user_agent":          "bench_reader",
-		"feature_negotiation": true,
-	})
 	c.conn.SetDeadline(time.Now().Add(5 * time.Second))
 	defer c.conn.SetDeadline(time.Time{})
 
-	c.w.WriteString("  V2IDENTIFY\n")
-	binary.Write(c.w, binary.BigEndian, uint32(len(body)))
-	c.w.Write(body)
+	c.w.Write(benchproto.AppendIdentify([]byte(benchproto.MagicV2), "bench_reader", true))
 	c.w.WriteString("SUB " + topic + " " + channel + "\n")
 	if err := c.w.Flush(); err != nil {
 		return err
@@ -235,20 +171,20 @@ func (c *subConn) handshake(topic, channel string) error {
 // and answering heartbeats.
 func (c *subConn) response() ([]byte, error) {
 	for {
-		typ, data, err := c.fr.next()
+		typ, data, err := c.fr.Next()
 		if err != nil {
 			return nil, err
 		}
 		switch typ {
-		case frameTypeResponse:
-			if string(data) == "_heartbeat_" {
+		case benchproto.FrameTypeResponse:
+			if string(data) == benchproto.Heartbeat {
 				if err := c.nop(); err != nil {
 					return nil, err
 				}
 				continue
 			}
 			return data, nil
-		case frameTypeError:
+		case benchproto.FrameTypeError:
 			return nil, fmt.Errorf("error frame: %s", data)
 		default:
 			return nil, fmt.Errorf("unexpected frame type %d before RDY", typ)
@@ -272,12 +208,12 @@ func (c *subConn) run(rdyCount int, end time.Time) (int64, error) {
 	for {
 		// Flush the batched FINs only when we are about to wait for the
 		// network: the server keeps sending while in_flight < RDY.
-		if !c.fr.frameBuffered() {
+		if !c.fr.FrameBuffered() {
 			if err := c.w.Flush(); err != nil {
 				return count, err
 			}
 		}
-		typ, data, err := c.fr.next()
+		typ, data, err := c.fr.Next()
 		if err != nil {
 			if errors.Is(err, os.ErrDeadlineExceeded) {
 				return count, nil
@@ -285,7 +221,7 @@ func (c *subConn) run(rdyCount int, end time.Time) (int64, error) {
 			return count, err
 		}
 		switch typ {
-		case frameTypeMessage:
+		case benchproto.FrameTypeMessage:
 			if len(data) < msgIDEnd {
 				return count, fmt.Errorf("short message frame (%d bytes)", len(data))
 			}
@@ -293,13 +229,13 @@ func (c *subConn) run(rdyCount int, end time.Time) (int64, error) {
 			c.w.Write(data[msgIDStart:msgIDEnd])
 			c.w.WriteByte('\n')
 			count++
-		case frameTypeResponse:
-			if string(data) == "_heartbeat_" {
+		case benchproto.FrameTypeResponse:
+			if string(data) == benchproto.Heartbeat {
 				if err := c.nop(); err != nil {
 					return count, err
 				}
 			}
-		case frameTypeError:
+		case benchproto.FrameTypeError:
 			// E_FIN_FAILED/E_REQ_FAILED/E_TOUCH_FAILED are not fatal.
 			if len(data) >= 12 && string(data[:12]) == "E_FIN_FAILED" {
 				if c.finFailed == 0 {
@@ -313,66 +249,4 @@ func (c *subConn) run(rdyCount int, end time.Time) (int64, error) {
 			return count, fmt.Errorf("unknown frame type %d", typ)
 		}
 	}
-}
-
-// frameReader decodes [int32 size][int32 type][data] frames. The data it
-// returns points into the bufio buffer when the frame fits (no copy) and is
-// valid only until the next call.
-type frameReader struct {
-	r       *bufio.Reader
-	pending int    // bytes of the previous frame still to discard
-	scratch []byte // for frames larger than the bufio buffer
-}
-
-func (fr *frameReader) release() {
-	if fr.pending > 0 {
-		fr.r.Discard(fr.pending)
-		fr.pending = 0
-	}
-}
-
-// frameBuffered reports whether a whole frame can be returned by next
-// without reading from the connection.
-func (fr *frameReader) frameBuffered() bool {
-	fr.release()
-	n := fr.r.Buffered()
-	if n < 8 {
-		return false
-	}
-	hdr, _ := fr.r.Peek(4)
-	return n-4 >= int(binary.BigEndian.Uint32(hdr))
-}
-
-func (fr *frameReader) next() (int32, []byte, error) {
-	fr.release()
-	hdr, err := fr.r.Peek(8)
-	if err != nil {
-		return 0, nil, err
-	}
-	size := binary.BigEndian.Uint32(hdr)
-	typ := int32(binary.BigEndian.Uint32(hdr[4:]))
-	if size < 4 || size > maxFrameSize {
-		return 0, nil, fmt.Errorf("bad frame size %d", size)
-	}
-	fr.r.Discard(8)
-	n := int(size) - 4
-	if n <= fr.r.Size() {
-		data, err := fr.r.Peek(n)
-		if err != nil {
-			if err == io.EOF {
-				err = io.ErrUnexpectedEOF
-			}
-			return 0, nil, err
-		}
-		fr.pending = n
-		return typ, data, nil
-	}
-	if cap(fr.scratch) < n {
-		fr.scratch = make([]byte, n)
-	}
-	data := fr.scratch[:n]
-	if _, err := io.ReadFull(fr.r, data); err != nil {
-		return 0, nil, err
-	}
-	return typ, data, nil
 }

@@ -19,19 +19,15 @@
 package main
 
 import (
-	"bufio"
 	"encoding/binary"
-	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
 	"log"
 	"net"
-	"os"
 	"runtime"
-	"sync"
-	"sync/atomic"
 	"time"
+
+	"github.com/nsqgo/nsq/bench/internal/benchproto"
 )
 
 var (
@@ -43,21 +39,7 @@ var (
 	deadline   = flag.String("deadline", "", `deadline to start the benchmark run ("2006-01-02 15:04:05", local time; empty = now)`)
 )
 
-// Frame types of protocol V2 (PROTOCOL.md §D.2).
-const (
-	frameTypeResponse = 0
-	frameTypeError    = 1
-	frameTypeMessage  = 2
-
-	maxFrameSize = 256 << 20 // sanity bound on a frame's declared size
-)
-
-var (
-	magicV2   = []byte("  V2")
-	heartbeat = []byte("_heartbeat_")
-	okBytes   = []byte("OK")
-	nopCmd    = []byte("NOP\n")
-)
+var nopCmd = []byte("NOP\n")
 
 func main() {
 	flag.Parse()
@@ -66,76 +48,31 @@ func main() {
 	if *size <= 0 || *batchSize <= 0 || *runfor <= 0 {
 		log.Fatal("--size, --batch-size and --runfor must be positive")
 	}
-	startAt, err := parseDeadline(*deadline)
+	startAt, err := benchproto.ParseDeadline(*deadline)
 	if err != nil {
 		log.Fatal(err)
 	}
 
 	cmd := buildMPUB(*topic, *batchSize, *size)
-	n := runtime.GOMAXPROCS(0)
-	conns := make([]*pubConn, 0, n)
-	for i := 0; i < n; i++ {
-		c, err := dialPub(*tcpAddress)
-		if err != nil {
-			log.Fatalf("connection %d: %s", i, err)
-		}
-		conns = append(conns, c)
+	conns, err := benchproto.DialAll(runtime.GOMAXPROCS(0), func() (*pubConn, error) {
+		return dialPub(*tcpAddress)
+	})
+	if err != nil {
+		log.Fatal(err)
 	}
 
-	if !startAt.IsZero() {
-		d := time.Until(startAt)
-		log.Printf("sleeping until %s (%s)", startAt.Format(time.DateTime), d)
-		time.Sleep(d)
-	}
+	benchproto.SleepUntil(startAt)
 
-	var (
-		total    atomic.Int64
-		wg       sync.WaitGroup
-		errOnce  sync.Once
-		firstErr error
-	)
-	start := time.Now()
-	end := start.Add(*runfor)
-	for _, c := range conns {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			count, err := c.run(cmd, *batchSize, end)
-			total.Add(count)
-			if err != nil {
-				errOnce.Do(func() { firstErr = err })
-			}
-		}()
-	}
-	wg.Wait()
-	duration := time.Since(start)
+	msgs, duration, err := benchproto.RunAll(conns, *runfor, func(c *pubConn, end time.Time) (int64, error) {
+		return c.run(cmd, *batchSize, end)
+	})
 	for _, c := range conns {
 		c.conn.Close()
 	}
-	if firstErr != nil {
-		log.Fatalf("publish failed: %s", firstErr)
-	}
-	printResult(duration, total.Load(), *size)
-}
-
-func parseDeadline(s string) (time.Time, error) {
-	if s == "" {
-		return time.Time{}, nil
-	}
-	t, err := time.ParseInLocation(time.DateTime, s, time.Local)
 	if err != nil {
-		return time.Time{}, fmt.Errorf("invalid --deadline %q: %w", s, err)
+		log.Fatalf("publish failed: %s", err)
 	}
-	return t, nil
-}
-
-func printResult(duration time.Duration, msgs int64, msgSize int) {
-	secs := duration.Seconds()
-	mbPerSec := float64(msgs) * float64(msgSize) / secs / 1024 / 1024
-	opsPerSec := float64(msgs) / secs
-	usPerOp := secs * 1e6 / float64(msgs)
-	fmt.Printf("duration: %s - %.03fmb/s - %.03fops/s - %.03fus/op\n",
-		duration, mbPerSec, opsPerSec, usPerOp)
+	benchproto.PrintResult(duration, msgs, *size)
 }
 
 // buildMPUB encodes the complete MPUB command once; every iteration sends
@@ -159,7 +96,7 @@ func buildMPUB(topic string, count, msgSize int) []byte {
 
 type pubConn struct {
 	conn net.Conn
-	fr   frameReader
+	fr   *benchproto.FrameReader
 }
 
 // dialPub connects, sends the magic and an IDENTIFY, and waits for its OK so
@@ -169,18 +106,8 @@ func dialPub(addr string) (*pubConn, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &pubConn{conn: conn, fr: frameReader{r: bufio.NewReaderSize(conn, 4096)}}
-	hostname, _ := os.Hostname()
-	body, _ := json.Marshal(map[string]any{
-		"client_id":           "bench_writer",
-		"hostname":            hostname,
-		"user_agent":          "bench_writer",
-		"feature_negotiation": false,
-	})
-	hello := append([]byte(nil), magicV2...)
-	hello = append(hello, "IDENTIFY\n"...)
-	hello = binary.BigEndian.AppendUint32(hello, uint32(len(body)))
-	hello = append(hello, body...)
+	c := &pubConn{conn: conn, fr: benchproto.NewFrameReader(conn, 4096)}
+	hello := benchproto.AppendIdentify([]byte(benchproto.MagicV2), "bench_writer", false)
 	conn.SetDeadline(time.Now().Add(5 * time.Second))
 	if _, err := conn.Write(hello); err != nil {
 		conn.Close()
@@ -215,72 +142,26 @@ func (c *pubConn) run(cmd []byte, batch int, end time.Time) (int64, error) {
 // waitOK reads frames until an OK response, answering heartbeats on the way.
 func (c *pubConn) waitOK() error {
 	for {
-		typ, data, err := c.fr.next()
+		typ, data, err := c.fr.Next()
 		if err != nil {
 			return err
 		}
 		switch typ {
-		case frameTypeResponse:
-			if string(data) == string(okBytes) {
+		case benchproto.FrameTypeResponse:
+			if string(data) == "OK" {
 				return nil
 			}
-			if string(data) == string(heartbeat) {
+			if string(data) == benchproto.Heartbeat {
 				if _, err := c.conn.Write(nopCmd); err != nil {
 					return err
 				}
 				continue
 			}
 			return fmt.Errorf("unexpected response %q", data)
-		case frameTypeError:
+		case benchproto.FrameTypeError:
 			return fmt.Errorf("error frame: %s", data)
 		default:
 			return fmt.Errorf("unexpected frame type %d", typ)
 		}
 	}
-}
-
-// frameReader decodes [int32 size][int32 type][data] frames. The data it
-// returns points into the bufio buffer when the frame fits (no copy) and is
-// valid only until the next call.
-type frameReader struct {
-	r       *bufio.Reader
-	pending int    // bytes of the previous frame still to discard
-	scratch []byte // for frames larger than the bufio buffer
-}
-
-func (fr *frameReader) next() (int32, []byte, error) {
-	if fr.pending > 0 {
-		fr.r.Discard(fr.pending)
-		fr.pending = 0
-	}
-	hdr, err := fr.r.Peek(8)
-	if err != nil {
-		return 0, nil, err
-	}
-	size := binary.BigEndian.Uint32(hdr)
-	typ := int32(binary.BigEndian.Uint32(hdr[4:]))
-	if size < 4 || size > maxFrameSize {
-		return 0, nil, fmt.Errorf("bad frame size %d", size)
-	}
-	fr.r.Discard(8)
-	n := int(size) - 4
-	if n <= fr.r.Size() {
-		data, err := fr.r.Peek(n)
-		if err != nil {
-			if err == io.EOF {
-				err = io.ErrUnexpectedEOF
-			}
-			return 0, nil, err
-		}
-		fr.pending = n
-		return typ, data, nil
-	}
-	if cap(fr.scratch) < n {
-		fr.scratch = make([]byte, n)
-	}
-	data := fr.scratch[:n]
-	if _, err := io.ReadFull(fr.r, data); err != nil {
-		return 0, nil, err
-	}
-	return typ, data, nil
 }

@@ -10,6 +10,7 @@ import (
 	"net/http/pprof"
 	"net/url"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -157,15 +158,9 @@ func (s *httpServer) publishErr(err error) error {
 
 func (s *httpServer) pub(_ http.ResponseWriter, r *http.Request, _ httprouter.Params) (any, error) {
 	limit := s.n.opts.MaxMsgSize
-	if r.ContentLength > limit {
-		return nil, apiErr(http.StatusRequestEntityTooLarge, "MSG_TOO_BIG")
-	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
+	body, err := readBody(r, limit, "MSG_TOO_BIG")
 	if err != nil {
-		return nil, apiErr(http.StatusInternalServerError, "INTERNAL_ERROR")
-	}
-	if int64(len(body)) > limit {
-		return nil, apiErr(http.StatusRequestEntityTooLarge, "MSG_TOO_BIG")
+		return nil, err
 	}
 	if len(body) == 0 {
 		return nil, apiErr(http.StatusBadRequest, "MSG_EMPTY")
@@ -200,6 +195,31 @@ func (s *httpServer) pub(_ http.ResponseWriter, r *http.Request, _ httprouter.Pa
 	return "OK", nil
 }
 
+// readBody reads a request body of at most limit bytes, answering 413
+// tooBig beyond it. With an announced length the buffer is exactly that
+// size: a /pub body becomes the message body and may live long, so it must
+// not carry the spare capacity io.ReadAll grows.
+func readBody(r *http.Request, limit int64, tooBig string) ([]byte, error) {
+	if r.ContentLength > limit {
+		return nil, apiErr(http.StatusRequestEntityTooLarge, tooBig)
+	}
+	if r.ContentLength >= 0 {
+		body := make([]byte, r.ContentLength)
+		if _, err := io.ReadFull(r.Body, body); err != nil {
+			return nil, apiErr(http.StatusInternalServerError, "INTERNAL_ERROR")
+		}
+		return body, nil
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
+	if err != nil {
+		return nil, apiErr(http.StatusInternalServerError, "INTERNAL_ERROR")
+	}
+	if int64(len(body)) > limit {
+		return nil, apiErr(http.StatusRequestEntityTooLarge, tooBig)
+	}
+	return slices.Clip(bytes.Clone(body)), nil
+}
+
 func (s *httpServer) mpub(_ http.ResponseWriter, r *http.Request, _ httprouter.Params) (any, error) {
 	o := s.n.opts
 	if r.ContentLength > o.MaxBodySize {
@@ -216,12 +236,9 @@ func (s *httpServer) mpub(_ http.ResponseWriter, r *http.Request, _ httprouter.P
 	if err := s.authorizePublish(r, name); err != nil {
 		return nil, err
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, o.MaxBodySize+1))
+	body, err := readBody(r, o.MaxBodySize, "BODY_TOO_BIG")
 	if err != nil {
-		return nil, apiErr(http.StatusInternalServerError, "INTERNAL_ERROR")
-	}
-	if int64(len(body)) > o.MaxBodySize {
-		return nil, apiErr(http.StatusRequestEntityTooLarge, "BODY_TOO_BIG")
+		return nil, err
 	}
 	// Text unless ?binary= is given; a value strconv.ParseBool does not
 	// know (even an empty one) means binary, as in NSQ.

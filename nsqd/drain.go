@@ -111,15 +111,6 @@ func (t *Topic) moveLocked(batch []*Message, fromMem int) bool {
 	}
 }
 
-// copyBatch gives a channel its own copies (sharing the bodies).
-func copyBatch(msgs []*Message) []*Message {
-	out := make([]*Message, len(msgs))
-	for i, m := range msgs {
-		out[i] = m.copyFor()
-	}
-	return out
-}
-
 // giveBackLocked returns an unmoved batch to the topic: its memory part to
 // the front of the memory queue, its disk part by rewinding the read.
 func (t *Topic) giveBackLocked(batch []*Message, fromMem int) {

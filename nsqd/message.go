@@ -48,9 +48,19 @@ func NewMessage(id MessageID, body []byte) *Message {
 	return &Message{ID: id, Body: body, Timestamp: time.Now().UnixNano()}
 }
 
-// copyFor returns the per-channel copy of m that fan-out hands to a channel.
-func (m *Message) copyFor() *Message {
-	return &Message{ID: m.ID, Body: m.Body, Timestamp: m.Timestamp, Attempts: m.Attempts, deferUntil: m.deferUntil}
+// copyBatch returns a channel's own copies of msgs, sharing the bodies.
+// The copies live in one array: one allocation per channel per batch
+// rather than per message (a copy kept long keeps its batch's array, at
+// most a few tens of KB, alive with it).
+func copyBatch(msgs []*Message) []*Message {
+	backing := make([]Message, len(msgs))
+	out := make([]*Message, len(msgs))
+	for i, m := range msgs {
+		c := &backing[i]
+		c.ID, c.Body, c.Timestamp, c.Attempts, c.deferUntil = m.ID, m.Body, m.Timestamp, m.Attempts, m.deferUntil
+		out[i] = c
+	}
+	return out
 }
 
 // encodeHeader fills hdr with the 26-byte header.

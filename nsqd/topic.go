@@ -140,16 +140,16 @@ func (t *Topic) holdsBacklogLocked() bool {
 // fanOutLocked gives every channel its own copy (sharing the body).
 func (t *Topic) fanOutLocked(msgs []*Message) error {
 	var errs []error
-	i := 0
+	left := len(t.channels)
 	for _, ch := range t.channels {
+		// Every channel but the last gets copies; the last takes the
+		// originals, once nothing needs to copy them any more (a channel
+		// changes its messages as it delivers them).
+		left--
 		batch := msgs
-		if i > 0 || len(t.channels) > 1 {
-			batch = make([]*Message, len(msgs))
-			for j, m := range msgs {
-				batch[j] = m.copyFor()
-			}
+		if left > 0 {
+			batch = copyBatch(msgs)
 		}
-		i++
 		if err := ch.put(batch); err != nil {
 			errs = append(errs, err)
 		}

@@ -253,11 +253,20 @@ func (ch *Channel) takeInFlightLocked(s *Subscription, id MessageID) (*Message, 
 // next, and only then are messages delivered, queued in memory or
 // deferred, so a failed disk write returns an error and changes nothing.
 func (ch *Channel) put(msgs []*Message) error {
+	_, err := ch.tryPut(msgs, true)
+	return err
+}
+
+// tryPut is put; with allowDisk false it does nothing and reports false
+// when some of msgs would have to be written to disk, so that fan-out can
+// do the channels that need the disk in parallel (a slow disk on one
+// channel must not hold up its topic's other channels).
+func (ch *Channel) tryPut(msgs []*Message, allowDisk bool) (bool, error) {
 	now := time.Now().UnixNano()
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
 	if ch.exiting {
-		return errChannelClosed
+		return true, errChannelClosed
 	}
 	cut := ch.memCutLocked(msgs, now)
 	if cut < len(msgs) {
@@ -267,8 +276,11 @@ func (ch *Channel) put(msgs []*Message) error {
 				spill = append(spill, m)
 			}
 		}
+		if len(spill) > 0 && !allowDisk {
+			return false, nil
+		}
 		if err := ch.backend.PutBatch(encodeBatch(spill)); err != nil {
-			return fmt.Errorf("channel %s/%s: %w", ch.topicName, ch.name, err)
+			return true, fmt.Errorf("channel %s/%s: %w", ch.topicName, ch.name, err)
 		}
 	}
 	ch.messageCount.Add(uint64(len(msgs)))
@@ -287,7 +299,7 @@ func (ch *Channel) put(msgs []*Message) error {
 	if cut < len(msgs) {
 		ch.fillAllLocked()
 	}
-	return nil
+	return true, nil
 }
 
 // memCutLocked plans put: the messages before the returned index that are

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -41,6 +42,7 @@ type Topic struct {
 
 	mu       sync.RWMutex // guards every field below
 	channels map[string]*Channel
+	chanList []*Channel // t.channels as a slice for fan-out; replaced, never modified
 	mem      memQueue
 	paused   bool
 	draining bool // a drain goroutine owns the backlog
@@ -78,7 +80,10 @@ func newTopic(name string, cfg *queueConfig, hooks topicHooks, e2eWindow time.Du
 // Name returns the topic name.
 func (t *Topic) Name() string { return t.name }
 
-// Put publishes msgs (already carrying IDs) to the topic.
+// Put publishes msgs (already carrying IDs) to the topic. Fan-out to the
+// channels happens without the topic's lock, so a channel writing to a slow
+// disk holds up neither the topic's other channels nor SUBs and admin calls
+// on the topic.
 func (t *Topic) Put(msgs []*Message) error {
 	var bytes uint64
 	for _, m := range msgs {
@@ -89,27 +94,29 @@ func (t *Topic) Put(msgs []*Message) error {
 		t.mu.RUnlock()
 		return errExiting
 	}
-	if !t.holdsBacklogLocked() {
-		err := t.fanOutLocked(msgs)
-		t.mu.RUnlock()
-		if err == nil {
-			t.messageCount.Add(uint64(len(msgs)))
-			t.messageBytes.Add(bytes)
-		}
-		return err
-	}
+	direct, chans := !t.holdsBacklogLocked(), t.chanList
 	t.mu.RUnlock()
 
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.exiting || t.retired {
-		return errExiting
-	}
-	if !t.holdsBacklogLocked() { // changed while we swapped locks
-		if err := t.fanOutLocked(msgs); err != nil {
-			return err
+	if !direct {
+		t.mu.Lock()
+		if t.exiting || t.retired {
+			t.mu.Unlock()
+			return errExiting
 		}
-	} else if err := t.queueLocked(msgs); err != nil {
+		if t.holdsBacklogLocked() {
+			err := t.queueLocked(msgs)
+			t.mu.Unlock()
+			if err != nil {
+				return err
+			}
+			t.messageCount.Add(uint64(len(msgs)))
+			t.messageBytes.Add(bytes)
+			return nil
+		}
+		chans = t.chanList // the backlog drained while we swapped locks
+		t.mu.Unlock()
+	}
+	if err := t.fanOut(chans, msgs); err != nil {
 		return err
 	}
 	t.messageCount.Add(uint64(len(msgs)))
@@ -137,11 +144,19 @@ func (t *Topic) holdsBacklogLocked() bool {
 	return t.paused || t.starting || t.draining || len(t.channels) == 0 || t.mem.Len() > 0 || t.backend.Depth() > 0
 }
 
-// fanOutLocked gives every channel its own copy (sharing the body).
-func (t *Topic) fanOutLocked(msgs []*Message) error {
+// fanOut gives each of chans its own copy of msgs (sharing the bodies).
+// chans is a snapshot: a channel deleted meanwhile refuses its copy, which
+// is then not an error, unless the whole topic is shutting down, in which
+// case the publish fails rather than be acknowledged unstored.
+func (t *Topic) fanOut(chans []*Channel, msgs []*Message) error {
 	var errs []error
-	left := len(t.channels)
-	for _, ch := range t.channels {
+	type diskPut struct {
+		ch    *Channel
+		batch []*Message
+	}
+	var slow []diskPut
+	left := len(chans)
+	for _, ch := range chans {
 		// Every channel but the last gets copies; the last takes the
 		// originals, once nothing needs to copy them any more (a channel
 		// changes its messages as it delivers them).
@@ -150,11 +165,61 @@ func (t *Topic) fanOutLocked(msgs []*Message) error {
 		if left > 0 {
 			batch = copyBatch(msgs)
 		}
-		if err := ch.put(batch); err != nil {
+		done, err := ch.tryPut(batch, false)
+		if err != nil {
 			errs = append(errs, err)
+		}
+		if !done {
+			slow = append(slow, diskPut{ch, batch})
+		}
+	}
+	// Channels that must write to disk do so side by side, so one slow
+	// disk delays this publish but not the other channels' deliveries.
+	switch len(slow) {
+	case 0:
+	case 1:
+		errs = append(errs, slow[0].ch.put(slow[0].batch))
+	default:
+		var wg sync.WaitGroup
+		slowErrs := make([]error, len(slow))
+		for i, p := range slow {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				slowErrs[i] = p.ch.put(p.batch)
+			}()
+		}
+		wg.Wait()
+		errs = append(errs, slowErrs...)
+	}
+	closed := false
+	errs = slices.DeleteFunc(errs, func(err error) bool {
+		if errors.Is(err, errChannelClosed) {
+			closed = true
+			return true
+		}
+		return false
+	})
+	if closed {
+		t.mu.RLock()
+		exiting := t.exiting
+		t.mu.RUnlock()
+		if exiting {
+			errs = append(errs, errExiting)
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// setChannelsLocked records a change of t.channels in the snapshot that
+// Put fans out to; the slice is replaced, never modified, so a snapshot
+// taken under the read lock stays valid after it is released.
+func (t *Topic) setChannelsLocked() {
+	list := make([]*Channel, 0, len(t.channels))
+	for _, ch := range t.channels {
+		list = append(list, ch)
+	}
+	t.chanList = list
 }
 
 // queueLocked keeps msgs in the topic: memory first, then disk. What goes
@@ -227,6 +292,7 @@ func (t *Topic) GetChannel(name string) (*Channel, error) {
 		return nil, err
 	}
 	t.channels[name] = ch
+	t.setChannelsLocked()
 	t.startDrainLocked()
 	t.mu.Unlock()
 	if t.hooks.channelCreated != nil {
@@ -252,6 +318,7 @@ func (t *Topic) DeleteChannel(name string) error {
 		return errChannelNotFound
 	}
 	delete(t.channels, name)
+	t.setChannelsLocked()
 	retired := t.retireIfEmptyLocked()
 	t.mu.Unlock()
 	err := ch.close(true)
@@ -294,6 +361,7 @@ func (t *Topic) onLastClient(ch *Channel) {
 		return
 	}
 	delete(t.channels, ch.name)
+	t.setChannelsLocked()
 	retired := t.retireIfEmptyLocked()
 	t.mu.Unlock()
 	if err != nil {

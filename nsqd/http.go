@@ -136,6 +136,16 @@ func topicName(q url.Values) (string, error) {
 	return name, nil
 }
 
+// queryTopic parses the query and validates its ?topic=.
+func queryTopic(r *http.Request) (url.Values, string, error) {
+	q, err := query(r)
+	if err != nil {
+		return nil, "", err
+	}
+	name, err := topicName(q)
+	return q, name, err
+}
+
 // getTopic returns (creating) the topic.
 func (s *httpServer) getTopic(name string) (*Topic, error) {
 	t, err := s.n.GetTopic(name)
@@ -165,11 +175,7 @@ func (s *httpServer) pub(_ http.ResponseWriter, r *http.Request, _ httprouter.Pa
 	if len(body) == 0 {
 		return nil, apiErr(http.StatusBadRequest, "MSG_EMPTY")
 	}
-	q, err := query(r)
-	if err != nil {
-		return nil, err
-	}
-	name, err := topicName(q)
+	q, name, err := queryTopic(r)
 	if err != nil {
 		return nil, err
 	}
@@ -225,11 +231,7 @@ func (s *httpServer) mpub(_ http.ResponseWriter, r *http.Request, _ httprouter.P
 	if r.ContentLength > o.MaxBodySize {
 		return nil, apiErr(http.StatusRequestEntityTooLarge, "BODY_TOO_BIG")
 	}
-	q, err := query(r)
-	if err != nil {
-		return nil, err
-	}
-	name, err := topicName(q)
+	q, name, err := queryTopic(r)
 	if err != nil {
 		return nil, err
 	}
@@ -351,11 +353,7 @@ func boolParam(v string, def bool) bool {
 }
 
 func (s *httpServer) topicCreate(_ http.ResponseWriter, r *http.Request, _ httprouter.Params) (any, error) {
-	q, err := query(r)
-	if err != nil {
-		return nil, err
-	}
-	name, err := topicName(q)
+	_, name, err := queryTopic(r)
 	if err != nil {
 		return nil, err
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/julienschmidt/httprouter"
 
+	"github.com/nsqgo/nsq/internal/config"
 	"github.com/nsqgo/nsq/internal/httpapi"
 	"github.com/nsqgo/nsq/internal/logging"
 	"github.com/nsqgo/nsq/internal/netx"
@@ -524,7 +525,7 @@ func (s *httpServer) getConfig(_ http.ResponseWriter, _ *http.Request, ps httpro
 	if opt == "nsqlookupd_tcp_addresses" {
 		return s.n.lookupdAddresses(), nil
 	}
-	v, ok := optionByConfigName(s.n.opts, opt)
+	v, ok := config.Lookup(s.n.opts, opt)
 	if !ok {
 		return nil, apiErr(http.StatusBadRequest, "INVALID_OPTION")
 	}

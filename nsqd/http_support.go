@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"reflect"
 	"runtime"
 	"sort"
 	"strings"
@@ -36,28 +35,6 @@ func nsqLogLevel(l slog.Level) int {
 		return 4
 	}
 	return 5
-}
-
-// optionByConfigName finds the Options field whose config key is name: the
-// cfg tag, else the flag name with - → _ (the same rule as the config file).
-func optionByConfigName(o *Options, name string) (any, bool) {
-	v := reflect.ValueOf(o).Elem()
-	t := v.Type()
-	for i := 0; i < t.NumField(); i++ {
-		f := t.Field(i)
-		key := f.Tag.Get("cfg")
-		if key == "" {
-			flag := f.Tag.Get("flag")
-			if flag == "" || flag == "-" {
-				continue
-			}
-			key = strings.ReplaceAll(flag, "-", "_")
-		}
-		if key == name && key != "-" {
-			return v.Field(i).Interface(), true
-		}
-	}
-	return nil, false
 }
 
 // memStats is the "memory" object of /stats.

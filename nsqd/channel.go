@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -30,6 +31,9 @@ type Consumer interface {
 	// NSQ does, so clients reconnect and resubscribe). It is called with the
 	// channel's lock held, so it must not block.
 	Close()
+	// Stats describes the consumer for /stats; with topic set, only that
+	// topic's publish counts. It is called without the channel's lock.
+	Stats(topic string) ClientStats
 }
 
 // Subscription is one consumer's membership of a channel. Its counters are
@@ -50,38 +54,42 @@ type Subscription struct {
 
 // Channel is one consumer group of a topic. Messages arrive by fan-out
 // from the topic and go straight to a ready subscriber when there is one;
-// otherwise they wait in the memory queue and past --mem-queue-size on
-// disk. There is no goroutine per channel: work happens in the goroutines
-// of the publishers and consumers that cause it, and in a runtime timer
-// that fires at the earliest in-flight or deferred deadline.
+// otherwise they wait in the channel's queue (memory, then disk). There is
+// no goroutine per channel: work happens in the goroutines of the
+// publishers and consumers that cause it, in a runtime timer that fires at
+// the earliest in-flight or deferred deadline, and in a short-lived reader
+// that fetches a batch from disk when memory runs low (channel_queue.go).
 type Channel struct {
 	topicName string
 	name      string
 	ephemeral bool
 	cfg       *queueConfig
-	backend   backendQueue
 	log       *slog.Logger
 	// onLastClient runs, without locks held, when an ephemeral channel
 	// loses its last subscriber.
 	onLastClient func(*Channel)
 
-	messageCount atomic.Uint64
-	requeueCount atomic.Uint64
-	timeoutCount atomic.Uint64
-	e2e          *latencyStats
+	// Counters and gauges that stats read without the lock; the gauges are
+	// written with it held.
+	messageCount  atomic.Uint64
+	requeueCount  atomic.Uint64
+	timeoutCount  atomic.Uint64
+	inFlightCount atomic.Int64
+	deferredCount atomic.Int64
+	paused        atomic.Bool
+	subsView      atomic.Pointer[[]*Subscription] // ch.subs, replaced on change
+	e2e           *latencyStats
 
-	mu           sync.Mutex // guards every field below
-	mem          memQueue
-	inFlight     map[MessageID]*Message // nil until first delivery
-	deferredPQ   pqueue.Queue[*Message] // by due time
-	spill        deferredSpill          // deferred beyond the memory budget
-	subs         []*Subscription
-	rr           int
-	paused       bool
-	exiting      bool
-	readDiskNext bool // alternate memory and disk so neither starves
-	timer        *time.Timer
-	timerAt      int64 // deadline the timer is armed for; 0 = unarmed
+	mu         sync.Mutex // guards every field below, and q
+	q          msgQueue
+	inFlight   map[MessageID]*Message // nil until first delivery
+	deferredPQ pqueue.Queue[*Message] // by due time
+	spill      deferredSpill          // deferred beyond the memory budget
+	subs       []*Subscription
+	rr         int
+	exiting    bool
+	timer      *time.Timer
+	timerAt    int64 // deadline the timer is armed for; 0 = unarmed
 }
 
 func newChannel(topicName, name string, ephemeral bool, cfg *queueConfig, e2e *latencyStats, onLastClient func(*Channel)) (*Channel, error) {
@@ -94,12 +102,11 @@ func newChannel(topicName, name string, ephemeral bool, cfg *queueConfig, e2e *l
 		onLastClient: onLastClient,
 		e2e:          e2e,
 	}
-	ch.mem.total = cfg.queueBytes()
-	var err error
-	ch.backend, err = cfg.openBackend(channelBackendName(topicName, name), ephemeral)
+	backend, err := cfg.openBackend(channelBackendName(topicName, name), ephemeral)
 	if err != nil {
 		return nil, fmt.Errorf("channel %s/%s: %w", topicName, name, err)
 	}
+	ch.q.init(cfg, backend, ephemeral, &ch.mu)
 	if err := ch.loadDeferred(); err != nil {
 		ch.log.Error("loading deferred messages", "topic", topicName, "channel", name, "err", err)
 	}
@@ -110,6 +117,13 @@ func channelBackendName(topic, channel string) string { return topic + ":" + cha
 
 // Name returns the channel name.
 func (ch *Channel) Name() string { return ch.name }
+
+// setSubsLocked replaces the subscriber list. The old slice is never
+// modified, so stats can read subsView without the lock.
+func (ch *Channel) setSubsLocked(subs []*Subscription) {
+	ch.subs = subs
+	ch.subsView.Store(&subs)
+}
 
 // Subscribe adds a consumer. maxConsumers 0 means unlimited.
 func (ch *Channel) Subscribe(c Consumer, msgTimeout time.Duration, sampleRate int32, maxConsumers int) (*Subscription, error) {
@@ -122,7 +136,7 @@ func (ch *Channel) Subscribe(c Consumer, msgTimeout time.Duration, sampleRate in
 		return nil, errTooManySubs
 	}
 	s := &Subscription{ch: ch, consumer: c, msgTimeout: msgTimeout, sampleRate: sampleRate}
-	ch.subs = append(ch.subs, s)
+	ch.setSubsLocked(append(slices.Clip(ch.subs), s))
 	return s, nil
 }
 
@@ -132,19 +146,17 @@ func (ch *Channel) Subscribe(c Consumer, msgTimeout time.Duration, sampleRate in
 func (s *Subscription) Unsubscribe() {
 	ch := s.ch
 	ch.mu.Lock()
-	for i, o := range ch.subs {
-		if o == s {
-			ch.subs = append(ch.subs[:i], ch.subs[i+1:]...)
-			break
-		}
+	if i := slices.Index(ch.subs, s); i >= 0 {
+		ch.setSubsLocked(slices.Delete(slices.Clone(ch.subs), i, i+1))
 	}
 	s.closing = true
 	for _, m := range s.flight.drain() {
 		delete(ch.inFlight, m.ID)
 		m.owner = nil
-		ch.mem.PushFront(m)
+		ch.q.pushFrontLocked(m)
 	}
 	s.inFlight.Store(0)
+	ch.inFlightCount.Store(int64(len(ch.inFlight)))
 	ch.fillAllLocked()
 	last := len(ch.subs) == 0 && !ch.exiting
 	ch.mu.Unlock()
@@ -201,7 +213,7 @@ func (s *Subscription) Requeue(id MessageID, delay time.Duration) error {
 	if delay > 0 {
 		ch.deferLocked(m, time.Now().Add(delay).UnixNano())
 	} else {
-		ch.mem.PushFront(m)
+		ch.q.pushFrontLocked(m)
 	}
 	ch.fillAllLocked()
 	return nil
@@ -242,136 +254,11 @@ func (ch *Channel) takeInFlightLocked(s *Subscription, id MessageID) (*Message, 
 		return nil, errNotOwner
 	}
 	delete(ch.inFlight, id)
+	ch.inFlightCount.Add(-1)
 	s.flight.remove(m)
 	m.owner = nil
 	s.inFlight.Add(-1)
 	return m, nil
-}
-
-// put takes this channel's copies of newly published messages. It is all
-// or nothing: what goes where is decided first, the disk write happens
-// next, and only then are messages delivered, queued in memory or
-// deferred, so a failed disk write returns an error and changes nothing.
-func (ch *Channel) put(msgs []*Message) error {
-	_, err := ch.tryPut(msgs, true)
-	return err
-}
-
-// tryPut is put; with allowDisk false it does nothing and reports false
-// when some of msgs would have to be written to disk, so that fan-out can
-// do the channels that need the disk in parallel (a slow disk on one
-// channel must not hold up its topic's other channels).
-func (ch *Channel) tryPut(msgs []*Message, allowDisk bool) (bool, error) {
-	now := time.Now().UnixNano()
-	ch.mu.Lock()
-	defer ch.mu.Unlock()
-	if ch.exiting {
-		return true, errChannelClosed
-	}
-	cut := ch.memCutLocked(msgs, now)
-	if cut < len(msgs) {
-		spill := make([]*Message, 0, len(msgs)-cut)
-		for _, m := range msgs[cut:] {
-			if m.deferUntil <= now {
-				spill = append(spill, m)
-			}
-		}
-		if len(spill) > 0 && !allowDisk {
-			return false, nil
-		}
-		if err := ch.backend.PutBatch(encodeBatch(spill)); err != nil {
-			return true, fmt.Errorf("channel %s/%s: %w", ch.topicName, ch.name, err)
-		}
-	}
-	ch.messageCount.Add(uint64(len(msgs)))
-	for i, m := range msgs {
-		if m.deferUntil > now {
-			ch.deferLocked(m, m.deferUntil)
-			continue
-		}
-		m.deferUntil = 0
-		if i < cut && !ch.enqueueLocked(m, now) {
-			// Room was planned, but the memory guard changed its mind
-			// since; the message is accepted, so keep it.
-			ch.mem.PushBack(m)
-		}
-	}
-	if cut < len(msgs) {
-		ch.fillAllLocked()
-	}
-	return true, nil
-}
-
-// memCutLocked plans put: the messages before the returned index that are
-// not deferred go to a ready subscriber or the memory queue, those from it
-// on go to disk. With --mem-queue-size=0 every message goes through disk, so
-// an acknowledged publish is never only in memory.
-func (ch *Channel) memCutLocked(msgs []*Message, now int64) int {
-	if ch.cfg.memQueueSize == 0 && !ch.ephemeral {
-		for i, m := range msgs {
-			if m.deferUntil <= now {
-				return i
-			}
-		}
-		return len(msgs)
-	}
-	// Subscribers take messages only while the memory queue is empty.
-	var window int64
-	if ch.mem.Len() == 0 && !ch.paused {
-		for _, s := range ch.subs {
-			if !s.closing {
-				window += max(0, s.rdy.Load()-s.inFlight.Load())
-			}
-		}
-	}
-	memLen, memBytes := int64(ch.mem.Len()), ch.mem.bytes
-	for i, m := range msgs {
-		switch {
-		case m.deferUntil > now:
-		case window > 0:
-			window--
-		case memLen < ch.cfg.memQueueSize && ch.cfg.guard.admit(memBytes, memSize(m)):
-			memLen++
-			memBytes += memSize(m)
-		default:
-			return i
-		}
-	}
-	return len(msgs)
-}
-
-// enqueueLocked hands m to a ready subscriber or the memory queue and
-// reports false when it must go to disk instead.
-func (ch *Channel) enqueueLocked(m *Message, now int64) bool {
-	if ch.cfg.memQueueSize == 0 && !ch.ephemeral {
-		return false
-	}
-	if ch.mem.Len() == 0 && !ch.paused {
-		if s := ch.readySubLocked(); s != nil {
-			ch.deliverLocked(m, s, now)
-			return true
-		}
-	}
-	if int64(ch.mem.Len()) < ch.cfg.memQueueSize && ch.cfg.guard.admit(ch.mem.bytes, memSize(m)) {
-		ch.mem.PushBack(m)
-		return true
-	}
-	return false
-}
-
-func encodeBatch(msgs []*Message) [][]byte {
-	size := 0
-	for _, m := range msgs {
-		size += messageHeaderLen + len(m.Body)
-	}
-	buf := make([]byte, 0, size)
-	recs := make([][]byte, len(msgs))
-	for i, m := range msgs {
-		start := len(buf)
-		buf = m.appendEncoded(buf)
-		recs[i] = buf[start:len(buf):len(buf)]
-	}
-	return recs
 }
 
 // readySubLocked picks, round-robin, a subscriber with room in its window.
@@ -385,6 +272,17 @@ func (ch *Channel) readySubLocked() *Subscription {
 		}
 	}
 	return nil
+}
+
+// windowLocked is how many messages the subscribers could take now.
+func (ch *Channel) windowLocked() int64 {
+	var window int64
+	for _, s := range ch.subs {
+		if !s.closing {
+			window += max(0, s.rdy.Load()-s.inFlight.Load())
+		}
+	}
+	return window
 }
 
 // deliverLocked puts m in flight to s, or drops it if s samples it out.
@@ -403,6 +301,7 @@ func (ch *Channel) deliverLocked(m *Message, s *Subscription, now int64) {
 	m.deliveredAt = now
 	m.Priority = now + int64(s.msgTimeout)
 	ch.inFlight[m.ID] = m
+	ch.inFlightCount.Add(1)
 	s.flight.insert(m)
 	s.inFlight.Add(1)
 	ch.armLocked(m.Priority)
@@ -411,7 +310,7 @@ func (ch *Channel) deliverLocked(m *Message, s *Subscription, now int64) {
 
 // fillLocked delivers queued messages to s while its window allows.
 func (ch *Channel) fillLocked(s *Subscription) {
-	if ch.paused || s.closing {
+	if ch.paused.Load() || s.closing {
 		return
 	}
 	now := time.Now().UnixNano()
@@ -426,7 +325,7 @@ func (ch *Channel) fillLocked(s *Subscription) {
 
 // fillAllLocked delivers queued messages to every ready subscriber.
 func (ch *Channel) fillAllLocked() {
-	if ch.paused {
+	if ch.paused.Load() {
 		return
 	}
 	now := time.Now().UnixNano()
@@ -440,31 +339,6 @@ func (ch *Channel) fillAllLocked() {
 			return
 		}
 		ch.deliverLocked(m, s, now)
-	}
-}
-
-// nextLocked pops the next ready message from memory or disk.
-func (ch *Channel) nextLocked() *Message {
-	for {
-		if ch.mem.Len() > 0 && !(ch.readDiskNext && ch.backend.Depth() > 0) {
-			m, _ := ch.mem.PopFront()
-			ch.readDiskNext = true
-			return m
-		}
-		ch.readDiskNext = false
-		rec, err := ch.backend.Next()
-		if err != nil {
-			if ch.mem.Len() == 0 {
-				return nil
-			}
-			continue
-		}
-		m, err := decodeMessage(rec)
-		if err != nil {
-			ch.log.Error("skipping corrupt message", "topic", ch.topicName, "channel", ch.name, "err", err)
-			continue
-		}
-		return m
 	}
 }
 
@@ -494,10 +368,11 @@ func (ch *Channel) onTimer() {
 	for _, s := range ch.subs {
 		for m := s.flight.popExpired(now); m != nil; m = s.flight.popExpired(now) {
 			delete(ch.inFlight, m.ID)
+			ch.inFlightCount.Add(-1)
 			s.inFlight.Add(-1)
 			m.owner = nil
 			ch.timeoutCount.Add(1)
-			ch.mem.PushBack(m)
+			ch.q.pushBackLocked(m)
 		}
 	}
 	ch.popDueDeferredLocked(now)
@@ -517,7 +392,7 @@ func (ch *Channel) UnPause() { ch.setPaused(false) }
 
 func (ch *Channel) setPaused(p bool) {
 	ch.mu.Lock()
-	ch.paused = p
+	ch.paused.Store(p)
 	if !p {
 		ch.fillAllLocked()
 	}
@@ -525,38 +400,34 @@ func (ch *Channel) setPaused(p bool) {
 }
 
 // IsPaused reports the pause state.
-func (ch *Channel) IsPaused() bool {
-	ch.mu.Lock()
-	defer ch.mu.Unlock()
-	return ch.paused
-}
+func (ch *Channel) IsPaused() bool { return ch.paused.Load() }
 
-// Empty drops every queued, in-flight and deferred message.
+// Depth is memory plus disk, as NSQ counts it (not in-flight or deferred).
+func (ch *Channel) Depth() int64 { return ch.q.depth() }
+
+// Empty drops every queued, in-flight and deferred message. The disk part
+// is emptied after the lock is released: a message published meanwhile
+// may or may not survive, as with any publish racing an empty.
 func (ch *Channel) Empty() error {
 	ch.mu.Lock()
-	defer ch.mu.Unlock()
-	ch.mem.Clear()
+	ch.q.clearMemLocked()
 	ch.inFlight = nil
+	ch.inFlightCount.Store(0)
 	ch.drainDeferredLocked()
 	for _, s := range ch.subs {
 		s.flight.drain()
 		s.inFlight.Store(0)
 	}
-	if err := ch.spill.drop(ch); err != nil {
+	err := ch.spill.drop(ch)
+	ch.noteDeferredLocked()
+	ch.mu.Unlock()
+	if err != nil {
 		return fmt.Errorf("channel %s/%s: empty: %w", ch.topicName, ch.name, err)
 	}
-	if err := ch.backend.Empty(); err != nil {
+	if err := ch.q.backend.Empty(); err != nil {
 		return fmt.Errorf("channel %s/%s: empty: %w", ch.topicName, ch.name, err)
 	}
 	return nil
-}
-
-// Depth is memory plus disk, as NSQ counts it (not in-flight or deferred).
-func (ch *Channel) Depth() int64 {
-	ch.mu.Lock()
-	n := int64(ch.mem.Len())
-	ch.mu.Unlock()
-	return n + ch.backend.Depth()
 }
 
 // close stops the channel. With deleted it throws everything away;
@@ -564,15 +435,17 @@ func (ch *Channel) Depth() int64 {
 // restart delivers them (deferred ones keeping their due time).
 func (ch *Channel) close(deleted bool) error {
 	ch.mu.Lock()
-	defer ch.mu.Unlock()
-	return ch.closeLocked(deleted)
+	finish := ch.closeLocked(deleted)
+	ch.mu.Unlock()
+	return finish()
 }
 
 // deleteIfIdle deletes the channel if it has no subscriber, atomically
 // with respect to Subscribe: a client subscribing concurrently either gets
 // in first (and the channel stays) or finds it exiting and creates a new one.
-// It never leaves a subscriber on a deleted channel.
-func (ch *Channel) deleteIfIdle() (bool, error) {
+// It never leaves a subscriber on a deleted channel. When it reports true,
+// the caller must run finish, without locks held, to remove the files.
+func (ch *Channel) deleteIfIdle() (deleted bool, finish func() error) {
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
 	if len(ch.subs) > 0 || ch.exiting {
@@ -581,9 +454,14 @@ func (ch *Channel) deleteIfIdle() (bool, error) {
 	return true, ch.closeLocked(true)
 }
 
-func (ch *Channel) closeLocked(deleted bool) error {
+// closeLocked stops the channel: from now on it takes no message and
+// delivers none. It waits (releasing the lock) for disk I/O under way to
+// land, so nothing read or written meanwhile is lost, and returns the disk
+// work (saving or deleting), which the caller runs without the lock: once
+// exiting is set nothing else touches the queue, the spill or the files.
+func (ch *Channel) closeLocked(deleted bool) (finish func() error) {
 	if ch.exiting {
-		return nil
+		return func() error { return nil }
 	}
 	ch.exiting = true
 	if ch.timer != nil {
@@ -593,36 +471,28 @@ func (ch *Channel) closeLocked(deleted bool) error {
 		s.closing = true
 		s.consumer.Close()
 	}
-	if deleted {
-		ch.mem.Clear()
-		ch.inFlight = nil
-		for _, s := range ch.subs {
-			s.flight.drain()
-		}
-		ch.drainDeferredLocked()
-		return errors.Join(ch.spill.drop(ch), ch.backend.Delete())
-	}
-	var errs []error
-	pending := ch.mem.Drain()
+	ch.q.waitIdleLocked()
+	pending := ch.q.drainMemLocked()
 	for _, s := range ch.subs {
 		pending = append(pending, s.flight.drain()...)
+		s.inFlight.Store(0)
 	}
 	ch.inFlight = nil
-	if len(pending) > 0 && !ch.ephemeral {
-		if err := ch.backend.PutBatch(encodeBatch(pending)); err != nil {
-			errs = append(errs, err)
+	ch.inFlightCount.Store(0)
+	deferred := ch.drainDeferredLocked()
+	ch.deferredCount.Store(0)
+	if deleted {
+		return func() error { return errors.Join(ch.spill.drop(ch), ch.q.backend.Delete()) }
+	}
+	return func() error {
+		var errs []error
+		if !ch.ephemeral {
+			errs = append(errs, ch.q.write(pending), ch.saveDeferred(deferred))
 		}
-	}
-	if !ch.ephemeral {
-		if err := ch.saveDeferredLocked(ch.drainDeferredLocked()); err != nil {
-			errs = append(errs, err)
+		errs = append(errs, ch.q.backend.Close())
+		if err := errors.Join(errs...); err != nil {
+			return fmt.Errorf("channel %s/%s: close: %w", ch.topicName, ch.name, err)
 		}
+		return nil
 	}
-	if err := ch.backend.Close(); err != nil {
-		errs = append(errs, err)
-	}
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("channel %s/%s: close: %w", ch.topicName, ch.name, err)
-	}
-	return nil
 }

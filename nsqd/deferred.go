@@ -97,10 +97,10 @@ func loadDeferredFrom(cfg *queueConfig, name string, put func(m *Message, due in
 	return q.Delete()
 }
 
-// saveDeferredLocked writes msgs (deferred, due at their Priority) to the
-// side queue, after any that were spilled there, and closes it for the
-// next start.
-func (ch *Channel) saveDeferredLocked(msgs []*Message) error {
+// saveDeferred writes msgs (deferred, due at their Priority) to the side
+// queue, after any that were spilled there, and closes it for the next
+// start. The channel is exiting: nothing else uses the spill any more.
+func (ch *Channel) saveDeferred(msgs []*Message) error {
 	var errs []error
 	for _, m := range msgs {
 		if err := ch.spill.put(ch, m, m.Priority); err != nil {
@@ -128,16 +128,17 @@ func (ch *Channel) loadDeferred() error {
 	}
 	ch.spill.minDue = 1 // unknown: make the first pass now
 	ch.popDueDeferredLocked(time.Now().UnixNano())
+	defer ch.noteDeferredLocked()
 	if ch.spill.count == 0 {
 		return ch.spill.drop(ch)
 	}
 	return nil
 }
 
-// persistBacklogLocked writes the topic's memory backlog at shutdown: to
-// the disk queue, except DPUBs not yet due, which keep their due time in
-// the topic's side queue. Caller holds t.mu.
-func (t *Topic) persistBacklogLocked(pending []*Message) error {
+// persistBacklog writes the topic's memory backlog at shutdown: to the
+// disk queue, except DPUBs not yet due, which keep their due time in the
+// topic's side queue. The topic is exiting: nothing else uses its queue.
+func (t *Topic) persistBacklog(pending []*Message) error {
 	if len(pending) == 0 || t.ephemeral {
 		return nil
 	}
@@ -153,7 +154,7 @@ func (t *Topic) persistBacklogLocked(pending []*Message) error {
 	}
 	var errs []error
 	if len(ready) > 0 {
-		errs = append(errs, t.backend.PutBatch(encodeBatch(ready)))
+		errs = append(errs, t.q.write(ready))
 	}
 	errs = append(errs, saveDeferredTo(t.cfg, topicDeferredName(t.name), deferred,
 		func(m *Message) int64 { return m.deferUntil }))
@@ -170,6 +171,6 @@ func (t *Topic) loadDeferred() error {
 	defer t.mu.Unlock()
 	return loadDeferredFrom(t.cfg, topicDeferredName(t.name), func(m *Message, due int64) {
 		m.deferUntil = due
-		t.mem.PushBack(m)
+		t.q.pushBackLocked(m)
 	})
 }

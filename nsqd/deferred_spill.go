@@ -149,6 +149,7 @@ func (ch *Channel) deferLocked(m *Message, due int64) {
 		ch.log.Error("spilling deferred message to disk; keeping it in memory", "topic", ch.topicName, "channel", ch.name, "err", err)
 	}
 	ch.pushDeferredLocked(m, due)
+	ch.noteDeferredLocked()
 }
 
 func (ch *Channel) pushDeferredLocked(m *Message, due int64) {
@@ -167,10 +168,11 @@ func (ch *Channel) popDueDeferredLocked(now int64) {
 			break
 		}
 		ch.cfg.guard.addDeferred(-memSize(m))
-		ch.mem.PushBack(m)
+		ch.q.pushBackLocked(m)
 	}
+	defer ch.noteDeferredLocked()
 	if ch.spill.minDue != 0 && ch.spill.minDue <= now {
-		err := ch.spill.release(now, ch.readyLocked, func(m *Message, due int64) bool {
+		err := ch.spill.release(now, ch.dueLocked, func(m *Message, due int64) bool {
 			if !ch.cfg.guard.admitDeferred(memSize(m)) {
 				return false
 			}
@@ -189,17 +191,17 @@ func (ch *Channel) popDueDeferredLocked(now int64) {
 	}
 }
 
-// readyLocked queues a message that became due: in memory when there is
+// dueLocked queues a message that became due: in memory when there is
 // room, else on disk (a burst of due messages must not blow the memory
 // budget that kept them on disk).
-func (ch *Channel) readyLocked(m *Message) {
-	if int64(ch.mem.Len()) < ch.cfg.memQueueSize && ch.cfg.guard.admit(ch.mem.bytes, memSize(m)) {
-		ch.mem.PushBack(m)
+func (ch *Channel) dueLocked(m *Message) {
+	if ch.q.roomLocked(1, memSize(m)) {
+		ch.q.pushBackLocked(m)
 		return
 	}
-	if err := ch.backend.Put(m.appendEncoded(nil)); err != nil {
+	if err := ch.q.backend.Put(m.appendEncoded(nil)); err != nil {
 		ch.log.Error("queueing due deferred message on disk; keeping it in memory", "topic", ch.topicName, "channel", ch.name, "err", err)
-		ch.mem.PushBack(m)
+		ch.q.pushBackLocked(m)
 	}
 }
 
@@ -212,7 +214,7 @@ func (ch *Channel) drainDeferredLocked() []*Message {
 	return msgs
 }
 
-// deferredCountLocked counts deferred messages in memory and on disk.
-func (ch *Channel) deferredCountLocked() int {
-	return ch.deferredPQ.Len() + int(ch.spill.count)
+// noteDeferredLocked publishes the deferred count (memory and disk) for stats.
+func (ch *Channel) noteDeferredLocked() {
+	ch.deferredCount.Store(int64(ch.deferredPQ.Len()) + ch.spill.count)
 }

@@ -292,8 +292,8 @@ func injectFailures(t *testing.T, d *testDaemon, topic, channel string) *failing
 	}
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
-	f := &failingBackend{backendQueue: ch.backend}
-	ch.backend = f
+	f := &failingBackend{backendQueue: ch.q.backend}
+	ch.q.backend = f
 	return f
 }
 
@@ -446,9 +446,9 @@ func TestDrainCrashLosesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gate := &gateBackend{backendQueue: ch.backend, entered: make(chan struct{}), release: make(chan struct{})}
+	gate := &gateBackend{backendQueue: ch.q.backend, entered: make(chan struct{}), release: make(chan struct{})}
 	ch.mu.Lock()
-	ch.backend = gate
+	ch.q.backend = gate
 	ch.mu.Unlock()
 	var names []string
 	for i := range 10 {

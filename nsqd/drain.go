@@ -1,23 +1,27 @@
 package nsqd
 
 import (
+	"errors"
 	"slices"
+	"sync"
 	"time"
 )
 
 // Moving a topic's backlog into its channels. Each batch is taken from the
 // topic (memory first, then disk, the disk reads made provisional with
-// Mark) and put in every channel; only when every channel has it are the
-// disk reads committed. So:
+// Mark) and put in every channel, side by side and without the topic's
+// lock; only when every channel has it are the disk reads committed. So:
 //
 //   - a crash during the move reads the batch again at restart: a channel
 //     may get a message twice, never zero times;
 //   - a channel that cannot take the batch (its disk is full) is retried
 //     alone, with backoff, until it can; the topic keeps the batch meanwhile
-//     and gives it back (memory and disk alike) if the move stops for good
-//     (pause, shutdown, no channel left).
+//     (it counts in the topic's depth) and gives it back, memory and disk
+//     alike, if the move stops for good (pause, shutdown, no channel left);
+//   - publishers are not held up: while a move is under way new messages
+//     queue behind the backlog, in order.
 
-// drainBatch is how many backlog messages move to the channels per lock.
+// drainBatch is how many backlog messages move to the channels at a time.
 const drainBatch = 256
 
 const (
@@ -27,68 +31,66 @@ const (
 
 // canDrainLocked reports whether the backlog may move now.
 func (t *Topic) canDrainLocked() bool {
-	return !t.paused && !t.starting && !t.exiting && len(t.channels) > 0
+	return !t.paused.Load() && !t.starting && !t.exiting && len(t.channels) > 0
 }
 
 // drain moves the backlog into the channels a batch at a time and ends as
 // soon as the backlog is empty or cannot move (paused, no channels).
 func (t *Topic) drain() {
 	defer t.drainWG.Done()
-	t.mu.Lock()
-	defer t.mu.Unlock()
 	for {
-		if !t.canDrainLocked() {
-			t.draining = false
+		batch, fromMem, ok := t.takeBatch()
+		if !ok {
 			return
 		}
-		t.backend.Mark()
-		batch, fromMem := t.takeBacklogLocked(drainBatch)
-		if len(batch) == 0 {
-			// Nothing to move; what was read, if anything, was undecodable
-			// and is dropped (logged by takeBacklogLocked).
-			_ = t.backend.Commit()
-			t.draining = false
+		if !t.move(batch, fromMem) {
 			return
 		}
-		if !t.moveLocked(batch, fromMem) {
-			t.draining = false
-			return
-		}
-		// Let publishers in between batches.
-		t.mu.Unlock()
-		t.mu.Lock()
 	}
 }
 
-// moveLocked puts batch in every channel, then commits the topic's disk
-// reads. It returns false, with the batch given back to the topic, when the
-// move had to stop before every channel took it. The lock is released while
-// waiting to retry.
-func (t *Topic) moveLocked(batch []*Message, fromMem int) bool {
-	pending := make([]*Channel, 0, len(t.channels))
-	for _, ch := range t.channels {
-		pending = append(pending, ch)
+// takeBatch takes the next batch off the backlog: memory first (it is
+// older than the disk part), then disk, provisionally. It reports false,
+// with the drain ended, when there is nothing to move or it cannot move now.
+func (t *Topic) takeBatch() (batch []*Message, fromMem int, ok bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.canDrainLocked() {
+		t.draining = false
+		return nil, 0, false
 	}
+	batch = t.q.takeLocked(drainBatch)
+	fromMem = len(batch)
+	t.q.transit.Add(int64(fromMem))
+	if fromMem < drainBatch && t.q.beginReadLocked() {
+		t.mu.Unlock()
+		t.q.backend.Mark()
+		more := t.q.read(drainBatch-fromMem, 1<<62, t.logCorrupt) // counted in transit
+		if len(more) == 0 {
+			// What was read, if anything, was undecodable: dropped.
+			_ = t.q.backend.Commit()
+		}
+		t.mu.Lock()
+		batch = append(batch, more...)
+		t.q.endReadLocked(nil, true)
+	}
+	if len(batch) == 0 {
+		t.draining = false
+		return nil, 0, false
+	}
+	return batch, fromMem, true
+}
+
+// move puts batch in every channel, then commits the topic's disk reads.
+// It returns false, with the batch given back to the topic, when the move
+// had to stop before every channel took it.
+func (t *Topic) move(batch []*Message, fromMem int) bool {
+	pending := t.channelList()
 	wait := drainRetryMin
 	for failures := 0; ; failures++ {
-		copies := len(pending) > 1 || failures > 0
-		failed := pending[:0]
-		var lastErr error
-		for _, ch := range pending {
-			b := batch
-			if copies {
-				b = copyBatch(batch)
-			}
-			if err := ch.put(b); err != nil { // all or nothing
-				failed = append(failed, ch)
-				lastErr = err
-			}
-		}
-		pending = failed
-		if len(pending) == 0 {
-			if err := t.backend.Commit(); err != nil {
-				t.log.Error("committing topic backlog read", "topic", t.name, "err", err)
-			}
+		failed, lastErr := t.putAll(pending, batch)
+		if len(failed) == 0 {
+			t.placed(batch, fromMem)
 			if failures > 0 {
 				t.log.Info("topic backlog moving again", "topic", t.name, "retries", failures)
 			}
@@ -96,52 +98,83 @@ func (t *Topic) moveLocked(batch []*Message, fromMem int) bool {
 		}
 		if failures == 0 {
 			t.log.Error("cannot move topic backlog to channels; retrying", "topic", t.name,
-				"channels", len(pending), "messages", len(batch), "err", lastErr)
+				"channels", len(failed), "messages", len(batch), "err", lastErr)
 		}
-		t.mu.Unlock()
 		time.Sleep(wait)
-		t.mu.Lock()
 		wait = min(2*wait, drainRetryMax)
+		t.mu.Lock()
 		if !t.canDrainLocked() {
 			t.giveBackLocked(batch, fromMem)
+			t.mu.Unlock()
 			return false
 		}
 		// A channel deleted meanwhile no longer needs the batch.
-		pending = slices.DeleteFunc(pending, func(ch *Channel) bool { return t.channels[ch.name] != ch })
+		pending = slices.DeleteFunc(failed, func(ch *Channel) bool { return t.channels[ch.name] != ch })
+		t.mu.Unlock()
 	}
+}
+
+// putAll puts batch in every channel of chans, side by side, and returns
+// those that failed. A channel closed meanwhile does not count as failed.
+// With several channels each gets its own copies and the originals stay
+// untouched for a retry; a single channel takes the originals, which a
+// failed put leaves untouched too.
+func (t *Topic) putAll(chans []*Channel, batch []*Message) (failed []*Channel, lastErr error) {
+	errs := make([]error, len(chans))
+	parallel(len(chans), func(i int) {
+		b := batch
+		if len(chans) > 1 {
+			b = copyBatch(batch)
+		}
+		errs[i] = chans[i].put(b)
+	})
+	for i, err := range errs {
+		if err != nil && !errors.Is(err, errChannelClosed) {
+			failed = append(failed, chans[i])
+			lastErr = err
+		}
+	}
+	return failed, lastErr
+}
+
+// placed records that batch reached every channel.
+func (t *Topic) placed(batch []*Message, fromMem int) {
+	if fromMem < len(batch) {
+		if err := t.q.backend.Commit(); err != nil {
+			t.log.Error("committing topic backlog read", "topic", t.name, "err", err)
+		}
+	}
+	t.q.transit.Add(-int64(len(batch)))
 }
 
 // giveBackLocked returns an unmoved batch to the topic: its memory part to
 // the front of the memory queue, its disk part by rewinding the read.
 func (t *Topic) giveBackLocked(batch []*Message, fromMem int) {
-	for i := fromMem - 1; i >= 0; i-- {
-		t.mem.PushFront(batch[i])
+	t.q.putBackLocked(batch[:fromMem])
+	if fromMem < len(batch) {
+		t.q.backend.Rewind()
 	}
-	t.backend.Rewind()
+	t.q.transit.Add(-int64(len(batch)))
+	t.draining = false
 }
 
-// takeBacklogLocked pops up to n messages, memory first, then disk; the
-// first fromMem of them came from memory.
-func (t *Topic) takeBacklogLocked(n int) (batch []*Message, fromMem int) {
-	for len(batch) < n {
-		m, ok := t.mem.PopFront()
-		if !ok {
-			break
-		}
-		batch = append(batch, m)
+func (t *Topic) logCorrupt(err error) {
+	t.log.Error("skipping unreadable message", "topic", t.name, "err", err)
+}
+
+// parallel runs f(0) … f(n-1) side by side and waits for them all.
+func parallel(n int, f func(i int)) {
+	if n == 1 {
+		f(0)
+		return
 	}
-	fromMem = len(batch)
-	for len(batch) < n {
-		rec, err := t.backend.Next()
-		if err != nil {
-			break
-		}
-		m, err := decodeMessage(rec)
-		if err != nil {
-			t.log.Error("skipping corrupt message", "topic", t.name, "err", err)
-			continue
-		}
-		batch = append(batch, m)
+	var wg sync.WaitGroup
+	wg.Add(n)
+	for i := range n {
+		go func() {
+			defer wg.Done()
+			f(i)
+		}()
 	}
-	return batch, fromMem
+	wg.Wait()
 }

@@ -25,9 +25,9 @@ func TestSlowDiskOnOneChannelDoesNotStallOthers(t *testing.T) {
 	if _, err := tp.GetChannel("fast"); err != nil {
 		t.Fatal(err)
 	}
-	gate := &gateBackend{backendQueue: slow.backend, entered: make(chan struct{}), release: make(chan struct{})}
+	gate := &gateBackend{backendQueue: slow.q.backend, entered: make(chan struct{}), release: make(chan struct{})}
 	slow.mu.Lock()
-	slow.backend = gate
+	slow.q.backend = gate
 	slow.mu.Unlock()
 	released := false
 	defer func() {

@@ -87,8 +87,8 @@ func TestMemoryLowSendsMessagesToDisk(t *testing.T) {
 	if err := p.MultiPublish("low", bodies("before", 10)); err != nil {
 		t.Fatal(err)
 	}
-	if ch.backend.Depth() != 0 || ch.Depth() != 10 {
-		t.Fatalf("normal state: depth %d backend %d, want all 10 in memory", ch.Depth(), ch.backend.Depth())
+	if ch.q.backend.Depth() != 0 || ch.Depth() != 10 {
+		t.Fatalf("normal state: depth %d backend %d, want all 10 in memory", ch.Depth(), ch.q.backend.Depth())
 	}
 
 	usage.Store(d.guard.limits.Soft / 100 * 92) // within 10% of the soft limit
@@ -96,13 +96,13 @@ func TestMemoryLowSendsMessagesToDisk(t *testing.T) {
 		t.Fatalf("state %v, want low", st)
 	}
 	// The channel has no consumer, so its memory queue is moved to disk...
-	waitFor(t, "idle memory queue spilled to disk", 5*time.Second, func() bool { return ch.backend.Depth() == 10 })
+	waitFor(t, "idle memory queue spilled to disk", 5*time.Second, func() bool { return ch.q.backend.Depth() == 10 })
 	// ...and new messages go to disk, not memory.
 	if err := p.MultiPublish("low", bodies("during", 5)); err != nil {
 		t.Fatal(err)
 	}
-	if ch.backend.Depth() != 15 || ch.Depth() != 15 {
-		t.Fatalf("low state: depth %d backend %d, want all 15 on disk", ch.Depth(), ch.backend.Depth())
+	if ch.q.backend.Depth() != 15 || ch.Depth() != 15 {
+		t.Fatalf("low state: depth %d backend %d, want all 15 on disk", ch.Depth(), ch.q.backend.Depth())
 	}
 	got := newSink()
 	newConsumer(t, d.tcp, "low", "idle", nil, got)

@@ -131,13 +131,6 @@ func (c *nsqdCollector) Describe(ch chan<- *prometheus.Desc) {
 	}
 }
 
-// queueSnapshot is what a scrape reads of one topic or channel.
-type queueSnapshot struct {
-	depth, backendDepth      int64
-	inFlight, deferred, subs int
-	paused                   bool
-}
-
 // queueRef is one channel of one topic, for the channel pass of Collect.
 type queueRef struct {
 	t     *Topic
@@ -197,7 +190,7 @@ func (c *nsqdCollector) Collect(out chan<- prometheus.Metric) {
 		}
 		chans := refs[first:]
 		ts := t.snapshot()
-		backendHealth(t.backend)
+		backendHealth(t.q.backend)
 		b := &topicSamples{}
 		b.topic = dto.LabelPair{Name: &labelTopic, Value: &t.name}
 		b.labels = [1]*dto.LabelPair{&b.topic}
@@ -208,7 +201,7 @@ func (c *nsqdCollector) Collect(out chan<- prometheus.Metric) {
 		sendGauges(out, b.gauges[:], l, c.topicGauges[:],
 			ts.depth, ts.backendDepth, b2i(ts.paused), int64(len(chans)))
 		sendCounters(out, b.counters[:], l, c.topicCounters[:],
-			t.messageCount.Load(), t.messageBytes.Load())
+			ts.messageCount, ts.messageBytes)
 		if len(t.e2ePcts) > 0 {
 			c.union.Reset()
 			for _, r := range chans {
@@ -234,15 +227,15 @@ func (c *nsqdCollector) Collect(out chan<- prometheus.Metric) {
 	for _, r := range refs {
 		ch := r.ch
 		cs := ch.snapshot()
-		backendHealth(ch.backend)
+		backendHealth(ch.q.backend)
 		b := &channelSamples{}
 		b.channel = dto.LabelPair{Name: &labelChannel, Value: &ch.name}
 		b.labels = [2]*dto.LabelPair{&b.channel, r.topic}
 		l := b.labels[:]
 		sendGauges(out, b.gauges[:], l, c.chGauges[:], cs.depth, cs.backendDepth,
-			int64(cs.inFlight), int64(cs.deferred), int64(cs.subs), b2i(cs.paused))
+			cs.inFlight, cs.deferred, cs.subs, b2i(cs.paused))
 		sendCounters(out, b.counters[:], l, c.chCounters[:],
-			ch.messageCount.Load(), ch.requeueCount.Load(), ch.timeoutCount.Load())
+			cs.messageCount, cs.requeueCount, cs.timeoutCount)
 		if ch.e2e != nil {
 			c.union.Reset()
 			c.union.Add(ch.e2e.q, now)
@@ -373,40 +366,8 @@ func b2f(b bool) float64 {
 	return 0
 }
 
-// snapshot reads the topic's depths and pause state under one lock.
-func (t *Topic) snapshot() queueSnapshot {
-	t.mu.RLock()
-	s := queueSnapshot{depth: int64(t.mem.Len()), paused: t.paused}
-	t.mu.RUnlock()
-	s.backendDepth = t.backend.Depth()
-	s.depth += s.backendDepth
-	return s
-}
-
 // appendChannels appends the topic's channels, unsorted (a scrape has no
 // use for order, the registry sorts its output).
 func (t *Topic) appendChannels(dst []*Channel) []*Channel {
-	t.mu.RLock()
-	for _, ch := range t.channels {
-		dst = append(dst, ch)
-	}
-	t.mu.RUnlock()
-	return dst
-}
-
-// snapshot reads the channel's gauges under one lock, without the client
-// list and latency result that stats() builds.
-func (ch *Channel) snapshot() queueSnapshot {
-	ch.mu.Lock()
-	s := queueSnapshot{
-		depth:    int64(ch.mem.Len()),
-		inFlight: len(ch.inFlight),
-		deferred: ch.deferredCountLocked(),
-		subs:     len(ch.subs),
-		paused:   ch.paused,
-	}
-	ch.mu.Unlock()
-	s.backendDepth = ch.backend.Depth()
-	s.depth += s.backendDepth
-	return s
+	return append(dst, t.channelList()...)
 }

@@ -1,5 +1,3 @@
-// Package nsqd is the message daemon as a library: topics, channels, the
-// TCP protocol V2, the HTTP API and persistence.
 package nsqd
 
 import (

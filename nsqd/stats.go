@@ -68,9 +68,9 @@ type ClientStats struct {
 	TLSNegotiatedProtocolIsMutual bool       `json:"tls_negotiated_protocol_is_mutual"`
 }
 
-// stats snapshots c; with topic set, pub_counts only lists that topic (as
+// Stats snapshots c; with topic set, pub_counts only lists that topic (as
 // NSQ does for a filtered /stats).
-func (c *client) stats(topic string) ClientStats {
+func (c *client) Stats(topic string) ClientStats {
 	id := c.ident.Load()
 	s := ClientStats{
 		ClientID:      id.clientID,
@@ -104,36 +104,77 @@ func (c *client) stats(topic string) ClientStats {
 	return s
 }
 
+// queueSnapshot is one topic's or channel's counters and gauges, the one
+// source for /stats, /metrics and statsd. Taking it reads atomics only, so
+// it never waits for a lock, let alone a disk.
+type queueSnapshot struct {
+	depth, backendDepth      int64
+	inFlight, deferred, subs int64
+	paused                   bool
+	messageCount             uint64
+	messageBytes             uint64 // topics only
+	requeueCount             uint64 // channels only
+	timeoutCount             uint64 // channels only
+}
+
+// snapshot reads the topic's counters and gauges.
+func (t *Topic) snapshot() queueSnapshot {
+	bd := t.q.backend.Depth()
+	return queueSnapshot{
+		depth:        t.q.memLen.Load() + t.q.transit.Load() + bd,
+		backendDepth: bd,
+		paused:       t.paused.Load(),
+		messageCount: t.messageCount.Load(),
+		messageBytes: t.messageBytes.Load(),
+	}
+}
+
+// snapshot reads the channel's counters and gauges.
+func (ch *Channel) snapshot() queueSnapshot {
+	bd := ch.q.backend.Depth()
+	var subs int64
+	if v := ch.subsView.Load(); v != nil {
+		subs = int64(len(*v))
+	}
+	return queueSnapshot{
+		depth:        ch.q.memLen.Load() + ch.q.transit.Load() + bd,
+		backendDepth: bd,
+		inFlight:     ch.inFlightCount.Load(),
+		deferred:     ch.deferredCount.Load(),
+		subs:         subs,
+		paused:       ch.paused.Load(),
+		messageCount: ch.messageCount.Load(),
+		requeueCount: ch.requeueCount.Load(),
+		timeoutCount: ch.timeoutCount.Load(),
+	}
+}
+
 // stats snapshots a channel; clients only when asked (they cost the most),
 // and then "clients" is a list even when empty, else null, as in NSQ.
 // topic filters the clients' pub_counts.
 func (ch *Channel) stats(includeClients bool, topic string) ChannelStats {
-	ch.mu.Lock()
+	snap := ch.snapshot()
 	s := ChannelStats{
-		ChannelName:   ch.name,
-		Depth:         int64(ch.mem.Len()),
-		InFlightCount: len(ch.inFlight),
-		DeferredCount: ch.deferredCountLocked(),
-		ClientCount:   len(ch.subs),
-		Paused:        ch.paused,
+		ChannelName:          ch.name,
+		Depth:                snap.depth,
+		BackendDepth:         snap.backendDepth,
+		InFlightCount:        int(snap.inFlight),
+		DeferredCount:        int(snap.deferred),
+		MessageCount:         snap.messageCount,
+		RequeueCount:         snap.requeueCount,
+		TimeoutCount:         snap.timeoutCount,
+		ClientCount:          int(snap.subs),
+		Paused:               snap.paused,
+		E2eProcessingLatency: ch.e2e.result(),
 	}
-	var subs []*Subscription
 	if includeClients {
-		subs = append(subs, ch.subs...)
-	}
-	ch.mu.Unlock()
-	s.BackendDepth = ch.backend.Depth()
-	s.Depth += s.BackendDepth
-	s.MessageCount = ch.messageCount.Load()
-	s.RequeueCount = ch.requeueCount.Load()
-	s.TimeoutCount = ch.timeoutCount.Load()
-	s.E2eProcessingLatency = ch.e2e.result()
-	if includeClients {
+		var subs []*Subscription
+		if v := ch.subsView.Load(); v != nil {
+			subs = *v
+		}
 		s.Clients = make([]ClientStats, 0, len(subs))
 		for _, sub := range subs {
-			if c, ok := sub.consumer.(*client); ok {
-				s.Clients = append(s.Clients, c.stats(topic))
-			}
+			s.Clients = append(s.Clients, sub.consumer.Stats(topic))
 		}
 	}
 	return s
@@ -142,15 +183,16 @@ func (ch *Channel) stats(includeClients bool, topic string) ChannelStats {
 // stats snapshots the topic with its channels (only channel, if set). The
 // topic's latency merges every channel's, filtered or not, as in NSQ.
 func (t *Topic) stats(channel, topicFilter string, includeClients bool) TopicStats {
+	snap := t.snapshot()
 	s := TopicStats{
 		TopicName:    t.name,
-		BackendDepth: t.backend.Depth(),
-		MessageCount: t.messageCount.Load(),
-		MessageBytes: t.messageBytes.Load(),
-		Paused:       t.IsPaused(),
+		Depth:        snap.depth,
+		BackendDepth: snap.backendDepth,
+		MessageCount: snap.messageCount,
+		MessageBytes: snap.messageBytes,
+		Paused:       snap.paused,
 		Channels:     []ChannelStats{},
 	}
-	s.Depth = t.Depth()
 	var results []*quantile.Result
 	for _, ch := range t.Channels() {
 		if channel != "" && ch.name != channel {
@@ -211,7 +253,7 @@ func (n *NSQD) producerStats(topic string) []ClientStats {
 		published := c.pubCounts != nil
 		c.pubMu.Unlock()
 		if published {
-			out = append(out, c.stats(topic))
+			out = append(out, c.Stats(topic))
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].RemoteAddress < out[j].RemoteAddress })

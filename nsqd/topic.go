@@ -31,7 +31,6 @@ type Topic struct {
 	name      string
 	ephemeral bool
 	cfg       *queueConfig
-	backend   backendQueue
 	log       *slog.Logger
 	hooks     topicHooks
 	e2eWindow time.Duration
@@ -40,11 +39,12 @@ type Topic struct {
 	messageCount atomic.Uint64
 	messageBytes atomic.Uint64
 
-	mu       sync.RWMutex // guards every field below
+	paused   atomic.Bool                // written with mu held
+	chanList atomic.Pointer[[]*Channel] // t.channels as a slice; replaced, never modified
+
+	mu       sync.RWMutex // guards every field below, and q
 	channels map[string]*Channel
-	chanList []*Channel // t.channels as a slice for fan-out; replaced, never modified
-	mem      memQueue
-	paused   bool
+	q        msgQueue
 	draining bool // a drain goroutine owns the backlog
 	starting bool // channels are being pre-created; hold the backlog
 	exiting  bool
@@ -65,12 +65,11 @@ func newTopic(name string, cfg *queueConfig, hooks topicHooks, e2eWindow time.Du
 		e2eWindow: e2eWindow,
 		e2ePcts:   e2ePcts,
 	}
-	t.mem.total = cfg.queueBytes()
-	var err error
-	t.backend, err = cfg.openBackend(name, t.ephemeral)
+	backend, err := cfg.openBackend(name, t.ephemeral)
 	if err != nil {
 		return nil, fmt.Errorf("topic %s: %w", name, err)
 	}
+	t.q.init(cfg, backend, t.ephemeral, &t.mu)
 	if err := t.loadDeferred(); err != nil {
 		t.log.Error("loading deferred messages", "topic", name, "err", err)
 	}
@@ -94,33 +93,28 @@ func (t *Topic) Put(msgs []*Message) error {
 		t.mu.RUnlock()
 		return errExiting
 	}
-	direct, chans := !t.holdsBacklogLocked(), t.chanList
+	direct := !t.holdsBacklogLocked()
 	t.mu.RUnlock()
 
-	if !direct {
-		t.mu.Lock()
-		if t.exiting || t.retired {
-			t.mu.Unlock()
-			return errExiting
-		}
-		if t.holdsBacklogLocked() {
-			err := t.queueLocked(msgs)
-			t.mu.Unlock()
-			if err != nil {
-				return err
-			}
-			t.messageCount.Add(uint64(len(msgs)))
-			t.messageBytes.Add(bytes)
-			return nil
-		}
-		chans = t.chanList // the backlog drained while we swapped locks
-		t.mu.Unlock()
+	var err error
+	if direct {
+		err = t.fanOut(t.channelList(), msgs)
+	} else {
+		err = t.queue(msgs)
 	}
-	if err := t.fanOut(chans, msgs); err != nil {
+	if err != nil {
 		return err
 	}
 	t.messageCount.Add(uint64(len(msgs)))
 	t.messageBytes.Add(bytes)
+	return nil
+}
+
+// channelList is the channels to fan out to, without the lock.
+func (t *Topic) channelList() []*Channel {
+	if l := t.chanList.Load(); l != nil {
+		return *l
+	}
 	return nil
 }
 
@@ -141,7 +135,7 @@ func (t *Topic) releaseStartHold() {
 
 // holdsBacklogLocked reports whether new messages must queue in the topic.
 func (t *Topic) holdsBacklogLocked() bool {
-	return t.paused || t.starting || t.draining || len(t.channels) == 0 || t.mem.Len() > 0 || t.backend.Depth() > 0
+	return t.paused.Load() || t.starting || t.draining || len(t.channels) == 0 || t.q.lenLocked() > 0 || t.q.diskBusyLocked()
 }
 
 // fanOut gives each of chans its own copy of msgs (sharing the bodies).
@@ -175,21 +169,9 @@ func (t *Topic) fanOut(chans []*Channel, msgs []*Message) error {
 	}
 	// Channels that must write to disk do so side by side, so one slow
 	// disk delays this publish but not the other channels' deliveries.
-	switch len(slow) {
-	case 0:
-	case 1:
-		errs = append(errs, slow[0].ch.put(slow[0].batch))
-	default:
-		var wg sync.WaitGroup
+	if len(slow) > 0 {
 		slowErrs := make([]error, len(slow))
-		for i, p := range slow {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				slowErrs[i] = p.ch.put(p.batch)
-			}()
-		}
-		wg.Wait()
+		parallel(len(slow), func(i int) { slowErrs[i] = slow[i].ch.put(slow[i].batch) })
 		errs = append(errs, slowErrs...)
 	}
 	closed := false
@@ -219,41 +201,44 @@ func (t *Topic) setChannelsLocked() {
 	for _, ch := range t.channels {
 		list = append(list, ch)
 	}
-	t.chanList = list
+	t.chanList.Store(&list)
 }
 
-// queueLocked keeps msgs in the topic: memory first, then disk. What goes
-// where is decided before anything changes, and memory is touched only
+// queue keeps msgs in the topic, while it holds a backlog: in memory if
+// they all fit and nothing is on disk, else the ready ones on disk (a DPUB
+// stays in memory whatever the limits, as it would in a channel's deferred
+// queue: the disk format cannot carry its delay). Memory is touched only
 // once the disk write succeeded, so a failed publish leaves no trace.
-func (t *Topic) queueLocked(msgs []*Message) error {
-	// A DPUB stays in memory whatever the limits, as it would in a
-	// channel's deferred queue: the disk format cannot carry its delay.
-	// Others go to memory until the first that does not fit; it and every
-	// later one go to disk.
-	cut := len(msgs)
-	memLen, memBytes := int64(t.mem.Len()), t.mem.bytes
-	for i, m := range msgs {
-		if m.deferUntil == 0 && (memLen >= t.cfg.memQueueSize || !t.cfg.guard.admit(memBytes, memSize(m))) {
-			cut = i
-			break
-		}
-		memLen++
-		memBytes += memSize(m)
+func (t *Topic) queue(msgs []*Message) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.exiting || t.retired {
+		return errExiting
 	}
-	if cut < len(msgs) {
-		spill := make([]*Message, 0, len(msgs)-cut)
-		for _, m := range msgs[cut:] {
+	if !t.holdsBacklogLocked() {
+		// The backlog drained while we waited for the lock.
+		t.mu.Unlock()
+		err := t.fanOut(t.channelList(), msgs)
+		t.mu.Lock()
+		return err
+	}
+	var toDisk []*Message
+	n, bytes := countReady(msgs, 0)
+	if n > 0 && (!t.q.memAllowed() || t.q.diskBusyLocked() || !t.q.roomLocked(n, bytes)) {
+		toDisk = make([]*Message, 0, n)
+		for _, m := range msgs {
 			if m.deferUntil == 0 {
-				spill = append(spill, m)
+				toDisk = append(toDisk, m)
 			}
 		}
-		if err := t.backend.PutBatch(encodeBatch(spill)); err != nil {
+		err := t.q.writeLocked(toDisk)
+		if err != nil {
 			return fmt.Errorf("topic %s: %w", t.name, err)
 		}
 	}
-	for i, m := range msgs {
-		if i < cut || m.deferUntil != 0 {
-			t.mem.PushBack(m)
+	for _, m := range msgs {
+		if toDisk == nil || m.deferUntil != 0 {
+			t.q.pushBackLocked(m)
 		}
 	}
 	t.startDrainLocked()
@@ -262,10 +247,10 @@ func (t *Topic) queueLocked(msgs []*Message) error {
 
 // startDrainLocked starts moving the backlog to the channels if it can.
 func (t *Topic) startDrainLocked() {
-	if t.draining || t.paused || t.starting || t.exiting || len(t.channels) == 0 {
+	if t.draining || !t.canDrainLocked() {
 		return
 	}
-	if t.mem.Len() == 0 && t.backend.Depth() == 0 {
+	if t.q.lenLocked() == 0 && t.q.backend.Depth() == 0 {
 		return
 	}
 	t.draining = true
@@ -355,7 +340,7 @@ func (t *Topic) onLastClient(ch *Channel) {
 		t.mu.Unlock()
 		return
 	}
-	deleted, err := ch.deleteIfIdle()
+	deleted, finish := ch.deleteIfIdle()
 	if !deleted {
 		t.mu.Unlock()
 		return
@@ -364,7 +349,7 @@ func (t *Topic) onLastClient(ch *Channel) {
 	t.setChannelsLocked()
 	retired := t.retireIfEmptyLocked()
 	t.mu.Unlock()
-	if err != nil {
+	if err := finish(); err != nil {
 		t.log.Error("deleting ephemeral channel", "topic", t.name, "channel", ch.name, "err", err)
 	}
 	if t.hooks.channelDeleted != nil {
@@ -377,12 +362,7 @@ func (t *Topic) onLastClient(ch *Channel) {
 
 // Channels returns the channels sorted by name.
 func (t *Topic) Channels() []*Channel {
-	t.mu.RLock()
-	out := make([]*Channel, 0, len(t.channels))
-	for _, ch := range t.channels {
-		out = append(out, ch)
-	}
-	t.mu.RUnlock()
+	out := slices.Clone(t.channelList())
 	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
 	return out
 }
@@ -390,39 +370,33 @@ func (t *Topic) Channels() []*Channel {
 // Pause stops moving messages to channels.
 func (t *Topic) Pause() {
 	t.mu.Lock()
-	t.paused = true
+	t.paused.Store(true)
 	t.mu.Unlock()
 }
 
 // UnPause resumes moving messages to channels.
 func (t *Topic) UnPause() {
 	t.mu.Lock()
-	t.paused = false
+	t.paused.Store(false)
 	t.startDrainLocked()
 	t.mu.Unlock()
 }
 
 // IsPaused reports the pause state.
-func (t *Topic) IsPaused() bool {
-	t.mu.RLock()
-	defer t.mu.RUnlock()
-	return t.paused
-}
+func (t *Topic) IsPaused() bool { return t.paused.Load() }
 
-// Depth is the topic's own backlog, memory plus disk.
-func (t *Topic) Depth() int64 {
-	t.mu.RLock()
-	n := int64(t.mem.Len())
-	t.mu.RUnlock()
-	return n + t.backend.Depth()
-}
+// Depth is the topic's own backlog, memory plus disk, including a batch on
+// its way to the channels.
+func (t *Topic) Depth() int64 { return t.q.depth() }
 
-// Empty drops the topic's own backlog (not its channels').
+// Empty drops the topic's own backlog (not its channels'). The disk part is
+// emptied without the lock; a batch already on its way to the channels
+// still arrives.
 func (t *Topic) Empty() error {
 	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.mem.Clear()
-	if err := t.backend.Empty(); err != nil {
+	t.q.clearMemLocked()
+	t.mu.Unlock()
+	if err := t.q.backend.Empty(); err != nil {
 		return fmt.Errorf("topic %s: empty: %w", t.name, err)
 	}
 	return nil
@@ -444,22 +418,42 @@ func (t *Topic) close(deleted bool) error {
 	t.drainWG.Wait()
 
 	t.mu.Lock()
-	defer t.mu.Unlock()
-	var errs []error
+	t.q.waitIdleLocked()
+	chans := make([]*Channel, 0, len(t.channels))
 	for _, ch := range t.channels {
+		chans = append(chans, ch)
+	}
+	pending := t.q.drainMemLocked()
+	t.mu.Unlock()
+
+	var errs []error
+	for _, ch := range chans {
 		if err := ch.close(deleted); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	if deleted {
-		t.mem.Clear()
-		errs = append(errs, t.backend.Delete())
+		errs = append(errs, t.q.backend.Delete())
 		return errors.Join(errs...)
 	}
-	errs = append(errs, t.persistBacklogLocked(t.mem.Drain()))
-	errs = append(errs, t.backend.Close())
+	errs = append(errs, t.persistBacklog(pending), t.q.backend.Close())
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("topic %s: close: %w", t.name, err)
 	}
 	return nil
+}
+
+// spillToDisk writes the topic's memory backlog to disk (memory pressure,
+// memguard.go).
+func (t *Topic) spillToDisk() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.exiting {
+		return 0
+	}
+	n, err := t.q.spillLocked()
+	if err != nil {
+		t.log.Error("spilling topic to disk", "topic", t.name, "err", err)
+	}
+	return n
 }

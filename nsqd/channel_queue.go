@@ -1,0 +1,184 @@
+package nsqd
+
+import (
+	"fmt"
+	"time"
+)
+
+// How a channel's ready queue is filled (put) and emptied (nextLocked and
+// the disk reader). No disk I/O happens under ch.mu: see msgQueue.
+
+const (
+	// readAheadLow: when memory holds fewer ready messages than this and
+	// the disk holds more, a reader fetches the next batch, so consumers
+	// rarely wait for a disk read.
+	readAheadLow = 64
+	// readAheadMax and readAheadBytes bound one batch read from disk.
+	readAheadMax   = 256
+	readAheadBytes = 1 << 20
+)
+
+// put takes this channel's copies of newly published messages. It is all
+// or nothing: a failed disk write returns an error and changes nothing.
+func (ch *Channel) put(msgs []*Message) error {
+	_, err := ch.tryPut(msgs, true)
+	return err
+}
+
+// tryPut is put; with allowDisk false it does nothing and reports false
+// when msgs would have to be written to disk, so that fan-out can do the
+// channels that need the disk in parallel.
+//
+// A batch goes to memory (or straight to ready subscribers) whole, or to
+// disk whole: never split, so that it keeps its order and a failed write
+// leaves nothing behind. Deferred messages (DPUB) always go to the
+// channel's deferred queue.
+func (ch *Channel) tryPut(msgs []*Message, allowDisk bool) (done bool, err error) {
+	now := time.Now().UnixNano()
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	if ch.exiting {
+		return true, errChannelClosed
+	}
+	ready, readyBytes := countReady(msgs, now)
+	if ready == 0 || ch.fitsLocked(ready, readyBytes) {
+		ch.acceptLocked(msgs, now, true)
+		return true, nil
+	}
+	if !allowDisk {
+		return false, nil
+	}
+	toDisk := make([]*Message, 0, ready)
+	for _, m := range msgs {
+		if m.deferUntil <= now {
+			toDisk = append(toDisk, m)
+		}
+	}
+	err = ch.q.writeLocked(toDisk)
+	if err != nil {
+		if ch.exiting {
+			return true, errChannelClosed
+		}
+		return true, fmt.Errorf("channel %s/%s: %w", ch.topicName, ch.name, err)
+	}
+	ch.acceptLocked(msgs, now, false)
+	ch.fillAllLocked()
+	return true, nil
+}
+
+// countReady counts the messages of msgs that are not deferred, and their bytes.
+func countReady(msgs []*Message, now int64) (n, bytes int64) {
+	for _, m := range msgs {
+		if m.deferUntil <= now {
+			n++
+			bytes += memSize(m)
+		}
+	}
+	return n, bytes
+}
+
+// fitsLocked reports whether n ready messages (bytes in all) can be kept
+// without the disk: delivered at once to subscribers with room, the rest
+// in memory. Not while anything older is on disk: they would overtake it.
+func (ch *Channel) fitsLocked(n, bytes int64) bool {
+	if !ch.q.memAllowed() || ch.q.diskBusyLocked() {
+		return false
+	}
+	if ch.q.lenLocked() == 0 && !ch.paused.Load() {
+		if w := ch.windowLocked(); w > 0 {
+			// Those beyond the window wait in memory; count them all as
+			// if they did (an average message size is close enough).
+			rest := max(0, n-w)
+			return rest == 0 || ch.q.roomLocked(rest, bytes*rest/n)
+		}
+	}
+	return ch.q.roomLocked(n, bytes)
+}
+
+// acceptLocked takes msgs in: deferred ones to the deferred queue, ready
+// ones (unless onDisk, where they already are) to subscribers or memory.
+func (ch *Channel) acceptLocked(msgs []*Message, now int64, toMemory bool) {
+	ch.messageCount.Add(uint64(len(msgs)))
+	for _, m := range msgs {
+		if m.deferUntil > now {
+			ch.deferLocked(m, m.deferUntil)
+			continue
+		}
+		m.deferUntil = 0
+		if !toMemory {
+			continue
+		}
+		if ch.q.lenLocked() == 0 && !ch.paused.Load() {
+			if s := ch.readySubLocked(); s != nil {
+				ch.deliverLocked(m, s, now)
+				continue
+			}
+		}
+		ch.q.pushBackLocked(m)
+	}
+}
+
+// nextLocked pops the next ready message, or returns nil. When memory runs
+// low and the disk has more, it starts a reader that fetches the next
+// batch without the lock.
+func (ch *Channel) nextLocked() *Message {
+	m, ok := ch.q.popFrontLocked()
+	if ch.q.lenLocked() < readAheadLow && !ch.exiting && ch.q.beginReadLocked() {
+		go ch.readAhead()
+	}
+	if !ok {
+		return nil
+	}
+	return m
+}
+
+// readAhead moves batches from disk into memory while subscribers are
+// taking them, then gives up the disk's read side.
+func (ch *Channel) readAhead() {
+	for {
+		ch.mu.Lock()
+		n := readAheadBudgetLocked(ch)
+		ch.mu.Unlock()
+		msgs := ch.q.read(n, readAheadBytes, ch.logCorrupt)
+		ch.mu.Lock()
+		ch.q.endReadLocked(msgs, false)
+		ch.fillAllLocked()
+		again := len(msgs) > 0 && !ch.exiting && ch.q.lenLocked() < readAheadLow && ch.q.backend.Depth() > 0
+		if !again {
+			ch.q.endReadLocked(nil, true)
+		}
+		ch.mu.Unlock()
+		if !again {
+			return
+		}
+	}
+}
+
+// readAheadBudgetLocked sizes the next disk batch: what subscribers can take
+// now, at least a few, at most readAheadMax.
+func readAheadBudgetLocked(ch *Channel) int {
+	w := ch.windowLocked()
+	if ch.paused.Load() {
+		w = 0
+	}
+	return int(min(max(w, 16), readAheadMax))
+}
+
+func (ch *Channel) logCorrupt(err error) {
+	ch.log.Error("skipping unreadable message", "topic", ch.topicName, "channel", ch.name, "err", err)
+}
+
+// spillIfIdle writes the channel's memory queue to disk when no subscriber
+// is ready to take it soon (memory pressure, memguard.go).
+func (ch *Channel) spillIfIdle() int {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	if ch.exiting || (!ch.paused.Load() && ch.readySubLocked() != nil) {
+		return 0
+	}
+	n, err := ch.q.spillLocked()
+	if err != nil {
+		ch.log.Error("spilling channel to disk", "topic", ch.topicName, "channel", ch.name, "err", err)
+	}
+	return n
+}

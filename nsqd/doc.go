@@ -1,0 +1,39 @@
+// Package nsqd is the message daemon as a library: topics, channels, the
+// TCP protocol V2, the HTTP API and persistence.
+//
+// # Where a message goes
+//
+// A PUB (protocol_v2.go) or HTTP /pub (http.go) becomes Messages in
+// NSQD.publish (nsqd.go), which hands them to Topic.Put (topic.go). With
+// channels present and nothing waiting in the topic, Put copies the batch
+// to every channel (Topic.fanOut); otherwise the topic keeps it in its own
+// queue and a short-lived goroutine moves it on later (topic drain,
+// drain.go). A channel (channel.go, channel_queue.go) hands a message to a
+// ready subscriber at once or keeps it in its queue; the subscriber's
+// client (client.go) writes it to the socket; FIN, REQ and TOUCH come back
+// through Subscription. Deferred messages (DPUB, REQ with a delay) wait in
+// the channel's deferred queue (deferred.go, deferred_spill.go).
+//
+// Topics and channels keep their ready messages in one queue type,
+// msgQueue (queue.go): memory in front of a disk queue, in publication
+// order, with the disk I/O done outside the owner's lock.
+//
+// # Lock order
+//
+// A goroutine that holds several of these locks took them in this order:
+//
+//	NSQD.mu → Topic.mu → Channel.mu → client.outMu
+//	client.writeMu → client.outMu
+//
+// Every other mutex (NSQD.clientsMu, NSQD.metaMu, client.subMu,
+// client.pubMu, the metrics collector's) is a leaf: nothing is locked
+// while it is held. A disk queue's own mutex is taken with no Topic or
+// Channel lock held, with two exceptions on rare paths: a channel's
+// deferred messages beyond --max-deferred-memory (deferred_spill.go) and
+// due deferred messages that do not fit in memory. fsync is never run
+// under a Topic or Channel lock.
+//
+// Stats, metrics and statsd read atomics and immutable snapshots (the
+// channel and subscriber lists are replaced, never modified), so they never
+// wait for a Topic or Channel lock, let alone a disk.
+package nsqd

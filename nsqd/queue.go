@@ -1,0 +1,264 @@
+package nsqd
+
+import (
+	"errors"
+	"sync"
+	"sync/atomic"
+
+	"github.com/nsqgo/nsq/internal/deque"
+	"github.com/nsqgo/nsq/internal/diskqueue"
+)
+
+// messageOverhead approximates what a queued message costs beyond its body
+// (the Message struct, its slot and pointers), so byte limits count what
+// the heap actually pays.
+const messageOverhead = 128
+
+func memSize(m *Message) int64 { return int64(len(m.Body)) + messageOverhead }
+
+// msgQueue holds the ready messages of a topic (its backlog, waiting for
+// channels) or of a channel (waiting for a consumer): a memory deque in
+// front of a disk queue, with the bytes they hold counted.
+//
+// Order. Messages leave in the order they were published, across memory
+// and disk: while anything is on disk, or on its way to or from it, new
+// messages go to disk behind it, and memory only ever holds messages older
+// than everything on disk. (Requeued and timed-out messages go back to
+// memory out of order, as in NSQ; so does a memory queue spilled under
+// memory pressure.)
+//
+// Locking. The owner's mutex (Topic.mu or Channel.mu) guards every field
+// but the atomics. The disk queue has its own lock and is never called with
+// the owner's held: an operation that needs the disk plans under the
+// owner's lock (beginWriteLocked, beginReadLocked), does its I/O without it
+// (write, read), and commits under it again (endWriteLocked,
+// endReadLocked). Meanwhile writes > 0 or reading tells everyone else that
+// the disk part is not empty, which keeps the order, and closeWaitLocked
+// lets a closing owner wait until the I/O has landed.
+type msgQueue struct {
+	cfg       *queueConfig
+	backend   backendQueue
+	ephemeral bool
+
+	mem      deque.Deque[*Message]
+	memBytes int64
+	writes   int  // disk writes planned and not yet committed
+	reading  bool // records taken off the disk are on their way to mem
+	idle     sync.Cond
+
+	// Read without the owner's lock (stats, metrics, Depth).
+	memLen  atomic.Int64
+	transit atomic.Int64 // taken out of mem or off the disk, not yet placed
+}
+
+// init sets the queue up; lock is the owner's mutex.
+func (q *msgQueue) init(cfg *queueConfig, backend backendQueue, ephemeral bool, lock sync.Locker) {
+	q.cfg, q.backend, q.ephemeral = cfg, backend, ephemeral
+	q.idle.L = lock
+}
+
+// depth is what NSQ calls depth: ready messages in memory and on disk,
+// including those being moved between the two. It takes no lock.
+func (q *msgQueue) depth() int64 {
+	return q.memLen.Load() + q.transit.Load() + q.backend.Depth()
+}
+
+func (q *msgQueue) lenLocked() int { return q.mem.Len() }
+
+// diskBusyLocked reports whether the disk part is, or is about to be, not
+// empty: new messages must then go to disk, behind it.
+func (q *msgQueue) diskBusyLocked() bool {
+	return q.writes > 0 || q.reading || q.backend.Depth() > 0
+}
+
+// memAllowed reports whether messages may be kept in memory at all:
+// --mem-queue-size=0 sends every message through the disk, so that an
+// acknowledged publish is never only in memory.
+func (q *msgQueue) memAllowed() bool { return q.cfg.memQueueSize > 0 || q.ephemeral }
+
+// roomLocked reports whether n more messages of size bytes fit in memory.
+func (q *msgQueue) roomLocked(n, bytes int64) bool {
+	return int64(q.mem.Len())+n <= q.cfg.memQueueSize && q.cfg.guard.admit(q.memBytes, bytes)
+}
+
+func (q *msgQueue) account(n int, bytes int64) {
+	q.memLen.Add(int64(n))
+	q.memBytes += bytes
+	if total := q.cfg.queueBytes(); total != nil {
+		total.Add(bytes)
+	}
+}
+
+func (q *msgQueue) pushBackLocked(m *Message) {
+	q.mem.PushBack(m)
+	q.account(1, memSize(m))
+}
+
+func (q *msgQueue) pushFrontLocked(m *Message) {
+	q.mem.PushFront(m)
+	q.account(1, memSize(m))
+}
+
+func (q *msgQueue) popFrontLocked() (*Message, bool) {
+	m, ok := q.mem.PopFront()
+	if ok {
+		q.account(-1, -memSize(m))
+	}
+	return m, ok
+}
+
+// takeLocked pops up to n messages from memory.
+func (q *msgQueue) takeLocked(n int) []*Message {
+	n = min(n, q.mem.Len())
+	if n == 0 {
+		return nil
+	}
+	out := make([]*Message, 0, n)
+	for len(out) < n {
+		m, _ := q.popFrontLocked()
+		out = append(out, m)
+	}
+	return out
+}
+
+// putBackLocked returns msgs, taken from the front, to the front in order.
+func (q *msgQueue) putBackLocked(msgs []*Message) {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		q.pushFrontLocked(msgs[i])
+	}
+}
+
+// drainMemLocked empties memory and returns what it held.
+func (q *msgQueue) drainMemLocked() []*Message {
+	out := q.mem.Drain()
+	q.account(-len(out), -q.memBytes)
+	return out
+}
+
+// clearMemLocked drops what memory holds.
+func (q *msgQueue) clearMemLocked() {
+	n := q.mem.Len()
+	q.mem.Clear()
+	q.account(-n, -q.memBytes)
+}
+
+// beginWriteLocked announces a disk write; endWriteLocked must follow.
+func (q *msgQueue) beginWriteLocked() { q.writes++ }
+
+// write stores msgs on disk. The owner's lock must not be held: see
+// writeLocked.
+func (q *msgQueue) write(msgs []*Message) error {
+	if len(msgs) == 0 {
+		return nil
+	}
+	return q.backend.PutBatch(encodeBatch(msgs))
+}
+
+func (q *msgQueue) endWriteLocked() {
+	q.writes--
+	q.idle.Broadcast()
+}
+
+// beginReadLocked claims the disk's read side; false when another read is
+// under way or there is nothing to read. endReadLocked must follow a true.
+func (q *msgQueue) beginReadLocked() bool {
+	if q.reading || q.backend.Depth() == 0 {
+		return false
+	}
+	q.reading = true
+	return true
+}
+
+// read takes up to n records, and at most about maxBytes, off the disk.
+// Undecodable records are skipped, each reported to corrupt. The owner's
+// lock must not be held; beginReadLocked must have returned true.
+func (q *msgQueue) read(n int, maxBytes int64, corrupt func(error)) []*Message {
+	var out []*Message
+	var bytes int64
+	for len(out) < n && bytes < maxBytes {
+		rec, err := q.backend.Next()
+		if err != nil {
+			if !errors.Is(err, diskqueue.ErrEmpty) && !errors.Is(err, diskqueue.ErrClosed) {
+				corrupt(err)
+			}
+			break
+		}
+		m, err := decodeMessage(rec)
+		if err != nil {
+			corrupt(err)
+			continue
+		}
+		out = append(out, m)
+		bytes += memSize(m)
+		q.transit.Add(1)
+	}
+	return out
+}
+
+// endReadLocked puts what read returned behind what memory holds (it is
+// newer: memory only holds messages older than the disk's) and, with
+// done, gives up the read side.
+func (q *msgQueue) endReadLocked(msgs []*Message, done bool) {
+	for _, m := range msgs {
+		q.pushBackLocked(m)
+	}
+	q.transit.Add(-int64(len(msgs)))
+	if done {
+		q.reading = false
+		q.idle.Broadcast()
+	}
+}
+
+// waitIdleLocked waits until no disk write or read of this queue is under
+// way. The owner must have stopped new ones from starting (it is exiting).
+func (q *msgQueue) waitIdleLocked() {
+	for q.writes > 0 || q.reading {
+		q.idle.Wait()
+	}
+}
+
+// writeLocked stores msgs on disk. It is called with the owner's lock
+// held and releases it for the I/O; meanwhile the queue counts as having
+// a disk part, so that later messages queue behind these.
+func (q *msgQueue) writeLocked(msgs []*Message) error {
+	q.beginWriteLocked()
+	q.idle.L.Unlock()
+	err := q.write(msgs)
+	q.idle.L.Lock()
+	q.endWriteLocked()
+	return err
+}
+
+// spillLocked moves memory's messages to disk (memory pressure), keeping
+// them in memory if the write fails. Like writeLocked, it releases the
+// owner's lock for the I/O.
+func (q *msgQueue) spillLocked() (int, error) {
+	if q.ephemeral || q.mem.Len() == 0 {
+		return 0, nil
+	}
+	msgs := q.drainMemLocked()
+	q.transit.Add(int64(len(msgs)))
+	err := q.writeLocked(msgs)
+	q.transit.Add(-int64(len(msgs)))
+	if err != nil {
+		q.putBackLocked(msgs)
+		return 0, err
+	}
+	return len(msgs), nil
+}
+
+// encodeBatch encodes msgs as disk records in one allocation.
+func encodeBatch(msgs []*Message) [][]byte {
+	size := 0
+	for _, m := range msgs {
+		size += messageHeaderLen + len(m.Body)
+	}
+	buf := make([]byte, 0, size)
+	recs := make([][]byte, len(msgs))
+	for i, m := range msgs {
+		start := len(buf)
+		buf = m.appendEncoded(buf)
+		recs[i] = buf[start:len(buf):len(buf)]
+	}
+	return recs
+}

@@ -83,6 +83,7 @@ type Channel struct {
 	mu         sync.Mutex // guards every field below, and q
 	q          msgQueue
 	inFlight   map[MessageID]*Message // nil until first delivery
+	flightMem  int64                  // memSize of the in-flight messages
 	deferredPQ pqueue.Queue[*Message] // by due time
 	spill      deferredSpill          // deferred beyond the memory budget
 	subs       []*Subscription
@@ -151,12 +152,10 @@ func (s *Subscription) Unsubscribe() {
 	}
 	s.closing = true
 	for _, m := range s.flight.drain() {
-		delete(ch.inFlight, m.ID)
-		m.owner = nil
+		ch.landedLocked(m)
 		ch.q.pushFrontLocked(m)
 	}
 	s.inFlight.Store(0)
-	ch.inFlightCount.Store(int64(len(ch.inFlight)))
 	ch.fillAllLocked()
 	last := len(ch.subs) == 0 && !ch.exiting
 	ch.mu.Unlock()
@@ -253,12 +252,29 @@ func (ch *Channel) takeInFlightLocked(s *Subscription, id MessageID) (*Message, 
 	if m.owner != s {
 		return nil, errNotOwner
 	}
-	delete(ch.inFlight, id)
-	ch.inFlightCount.Add(-1)
 	s.flight.remove(m)
-	m.owner = nil
 	s.inFlight.Add(-1)
+	ch.landedLocked(m)
 	return m, nil
+}
+
+// landedLocked takes m, unlinked from its subscription's list, out of the
+// in-flight index and accounting.
+func (ch *Channel) landedLocked(m *Message) {
+	delete(ch.inFlight, m.ID)
+	ch.inFlightCount.Add(-1)
+	size := memSize(m)
+	ch.flightMem -= size
+	ch.cfg.guard.addInFlight(-size)
+	m.owner = nil
+}
+
+// forgetInFlightLocked drops the whole in-flight index and its accounting.
+func (ch *Channel) forgetInFlightLocked() {
+	ch.inFlight = nil
+	ch.inFlightCount.Store(0)
+	ch.cfg.guard.addInFlight(-ch.flightMem)
+	ch.flightMem = 0
 }
 
 // readySubLocked picks, round-robin, a subscriber with room in its window.
@@ -302,6 +318,9 @@ func (ch *Channel) deliverLocked(m *Message, s *Subscription, now int64) {
 	m.Priority = now + int64(s.msgTimeout)
 	ch.inFlight[m.ID] = m
 	ch.inFlightCount.Add(1)
+	size := memSize(m)
+	ch.flightMem += size
+	ch.cfg.guard.addInFlight(size)
 	s.flight.insert(m)
 	s.inFlight.Add(1)
 	ch.armLocked(m.Priority)
@@ -367,10 +386,8 @@ func (ch *Channel) onTimer() {
 	now := time.Now().UnixNano()
 	for _, s := range ch.subs {
 		for m := s.flight.popExpired(now); m != nil; m = s.flight.popExpired(now) {
-			delete(ch.inFlight, m.ID)
-			ch.inFlightCount.Add(-1)
 			s.inFlight.Add(-1)
-			m.owner = nil
+			ch.landedLocked(m)
 			ch.timeoutCount.Add(1)
 			ch.q.pushBackLocked(m)
 		}
@@ -410,15 +427,19 @@ func (ch *Channel) Depth() int64 { return ch.q.depth() }
 // may or may not survive, as with any publish racing an empty.
 func (ch *Channel) Empty() error {
 	ch.mu.Lock()
+	ch.claimSpillLocked() // first: a spill pass under way may release messages
 	ch.q.clearMemLocked()
-	ch.inFlight = nil
-	ch.inFlightCount.Store(0)
+	ch.forgetInFlightLocked()
 	ch.drainDeferredLocked()
 	for _, s := range ch.subs {
 		s.flight.drain()
 		s.inFlight.Store(0)
 	}
+	ch.mu.Unlock()
 	err := ch.spill.drop(ch)
+	ch.mu.Lock()
+	ch.spill.count, ch.spill.minDue = 0, 0
+	ch.releaseSpillLocked()
 	ch.noteDeferredLocked()
 	ch.mu.Unlock()
 	if err != nil {
@@ -472,13 +493,15 @@ func (ch *Channel) closeLocked(deleted bool) (finish func() error) {
 		s.consumer.Close()
 	}
 	ch.q.waitIdleLocked()
+	for ch.spill.busy { // the worker sees exiting and stops
+		ch.q.idle.Wait()
+	}
 	pending := ch.q.drainMemLocked()
 	for _, s := range ch.subs {
 		pending = append(pending, s.flight.drain()...)
 		s.inFlight.Store(0)
 	}
-	ch.inFlight = nil
-	ch.inFlightCount.Store(0)
+	ch.forgetInFlightLocked()
 	deferred := ch.drainDeferredLocked()
 	ch.deferredCount.Store(0)
 	if deleted {

@@ -133,17 +133,27 @@ func (ch *Channel) nextLocked() *Message {
 }
 
 // readAhead moves batches from disk into memory while subscribers are
-// taking them, then gives up the disk's read side.
+// taking them and the memory budget allows (memguard.go: messages in
+// flight count, so consumers that never FIN cannot make the daemon read
+// its whole disk into memory), then gives up the disk's read side.
 func (ch *Channel) readAhead() {
 	for {
 		ch.mu.Lock()
-		n := readAheadBudgetLocked(ch)
+		n, maxBytes := ch.readAheadBudgetLocked()
 		ch.mu.Unlock()
-		msgs := ch.q.read(n, readAheadBytes, ch.logCorrupt)
+		var msgs []*Message
+		if n > 0 && maxBytes > 0 {
+			msgs = ch.q.read(n, maxBytes, ch.logCorrupt)
+		}
 		ch.mu.Lock()
 		ch.q.endReadLocked(msgs, false)
 		ch.fillAllLocked()
-		again := len(msgs) > 0 && !ch.exiting && ch.q.lenLocked() < readAheadLow && ch.q.backend.Depth() > 0
+		// Decide again under the lock: a FIN that came while this read was
+		// under way found the read side taken and relies on this loop.
+		_, nextBytes := ch.readAheadBudgetLocked()
+		progress := len(msgs) > 0 || maxBytes == 0 // not a failing disk
+		again := progress && nextBytes > 0 && !ch.exiting && !ch.paused.Load() &&
+			ch.q.lenLocked() < readAheadLow && ch.q.backend.Depth() > 0 && ch.windowLocked() > 0
 		if !again {
 			ch.q.endReadLocked(nil, true)
 		}
@@ -154,14 +164,24 @@ func (ch *Channel) readAhead() {
 	}
 }
 
-// readAheadBudgetLocked sizes the next disk batch: what subscribers can take
-// now, at least a few, at most readAheadMax.
-func readAheadBudgetLocked(ch *Channel) int {
+// readAheadBudgetLocked sizes the next disk batch: what subscribers can
+// take now (at least a few, at most readAheadMax), within the memory
+// budget.
+func (ch *Channel) readAheadBudgetLocked() (n int, maxBytes int64) {
 	w := ch.windowLocked()
 	if ch.paused.Load() {
 		w = 0
 	}
-	return int(min(max(w, 16), readAheadMax))
+	n = int(min(max(w, 16), readAheadMax))
+	return n, ch.cfg.guard.readBudget(len(ch.inFlight) == 0)
+}
+
+// resume delivers what the subscribers can take now; it restarts a disk
+// read that stopped for lack of memory.
+func (ch *Channel) resume() {
+	ch.mu.Lock()
+	ch.fillAllLocked()
+	ch.mu.Unlock()
 }
 
 func (ch *Channel) logCorrupt(err error) {

@@ -99,7 +99,8 @@ func loadDeferredFrom(cfg *queueConfig, name string, put func(m *Message, due in
 
 // saveDeferred writes msgs (deferred, due at their Priority) to the side
 // queue, after any that were spilled there, and closes it for the next
-// start. The channel is exiting: nothing else uses the spill any more.
+// start. The channel is exiting and its spill worker has stopped: nothing
+// else uses the spill any more.
 func (ch *Channel) saveDeferred(msgs []*Message) error {
 	var errs []error
 	for _, m := range msgs {
@@ -126,12 +127,18 @@ func (ch *Channel) loadDeferred() error {
 	if err := ch.spill.open(ch); err != nil {
 		return err
 	}
-	ch.spill.minDue = 1 // unknown: make the first pass now
-	ch.popDueDeferredLocked(time.Now().UnixNano())
+	ch.spill.count = ch.spill.q.Depth()
 	defer ch.noteDeferredLocked()
 	if ch.spill.count == 0 {
 		return ch.spill.drop(ch)
 	}
+	// A first pass over the records, now: the channel is not in use yet.
+	ch.spill.busy = true
+	var p spillPass
+	p.run(ch, nil, true, ch.spill.count)
+	ch.finishSpillPass(&p, true, ch.spill.count)
+	ch.applySpillLocked(&p, true)
+	ch.spill.busy = false
 	return nil
 }
 

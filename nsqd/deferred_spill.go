@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/nsqgo/nsq/internal/diskqueue"
 )
@@ -18,11 +19,22 @@ import (
 // costs one read and at most one write per spilled record, and happens only
 // when something on disk is due.
 //
-// Its owner's mutex (ch.mu) guards it.
+// The disk work is done by a worker goroutine that runs while there is
+// work (spillWork), never under the channel's lock: deferLocked only queues
+// a message for it (pending), and the timer only wakes it. Whoever has
+// busy set (the worker, Empty, a closing channel) is the only user of q.
+// The channel's mutex guards every field.
 type deferredSpill struct {
-	q      *diskqueue.Queue // nil until the first spill
-	count  int64            // records in q
-	minDue int64            // earliest due time in q; 0 when empty
+	q       *diskqueue.Queue // nil until the first spill
+	count   int64            // records in q
+	minDue  int64            // earliest due time in q; 0 when empty
+	pending []spilled        // waiting to be written to q
+	busy    bool
+}
+
+type spilled struct {
+	m   *Message
+	due int64
 }
 
 func encodeDeferred(m *Message, due int64) []byte {
@@ -39,7 +51,8 @@ func decodeDeferred(rec []byte) (*Message, int64, error) {
 	return m, int64(binary.BigEndian.Uint64(rec)), err
 }
 
-// open opens the side queue if it is not open yet.
+// open opens the side queue if it is not open yet. Only the holder of busy
+// calls it; count is the channel's to keep (loadDeferred reads it once).
 func (s *deferredSpill) open(ch *Channel) error {
 	if s.q != nil {
 		return nil
@@ -48,71 +61,16 @@ func (s *deferredSpill) open(ch *Channel) error {
 	if err != nil {
 		return err
 	}
-	s.q, s.count = q, q.Depth()
+	s.q = q
 	return nil
 }
 
-// put writes m, due at due, to disk.
+// put writes m, due at due, to disk. Only the holder of busy calls it.
 func (s *deferredSpill) put(ch *Channel, m *Message, due int64) error {
 	if err := s.open(ch); err != nil {
 		return err
 	}
-	if err := s.q.Put(encodeDeferred(m, due)); err != nil {
-		return err
-	}
-	s.count++
-	if s.minDue == 0 || due < s.minDue {
-		s.minDue = due
-	}
-	return nil
-}
-
-// release makes one pass over the spilled records: due ones go to ready,
-// others to keep if it takes them (memory has room again), the rest back
-// to the tail. It recomputes minDue.
-func (s *deferredSpill) release(now int64, ready func(*Message), keep func(*Message, int64) bool) error {
-	if s.q == nil {
-		return nil
-	}
-	n := s.count
-	s.minDue = 0
-	// Reads stay provisional until the pass is over, so a sync between
-	// taking a record off the head and putting it back at the tail cannot
-	// record it as gone.
-	s.q.Mark()
-	var errs []error
-	for i := int64(0); i < n; i++ {
-		rec, err := s.q.Next()
-		if errors.Is(err, diskqueue.ErrEmpty) {
-			break
-		}
-		if err != nil {
-			errs = append(errs, err)
-			break
-		}
-		s.count--
-		m, due, err := decodeDeferred(rec)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		switch {
-		case due <= now:
-			ready(m)
-		case keep(m, due):
-		default:
-			if err := s.q.Put(rec); err != nil {
-				errs = append(errs, err)
-				ready(m) // early beats lost
-				continue
-			}
-			s.count++
-			if s.minDue == 0 || due < s.minDue {
-				s.minDue = due
-			}
-		}
-	}
-	return errors.Join(append(errs, s.q.Commit())...)
+	return s.q.Put(encodeDeferred(m, due))
 }
 
 // close keeps the side queue for the next start (it holds due times).
@@ -125,30 +83,191 @@ func (s *deferredSpill) close() error {
 	return err
 }
 
-// drop deletes the side queue and everything in it.
+// drop deletes the side queue and everything in it. Only the holder of
+// busy calls it; count and minDue are the caller's to reset.
 func (s *deferredSpill) drop(ch *Channel) error {
 	if err := s.open(ch); err != nil {
 		return err
 	}
 	err := s.q.Delete()
-	*s = deferredSpill{}
+	s.q = nil
 	return err
 }
 
-// deferLocked parks m until due: in memory while the deferred budget
-// allows, otherwise on disk with its due time.
-func (ch *Channel) deferLocked(m *Message, due int64) {
-	m.deferUntil = 0
-	size := memSize(m)
-	if !ch.ephemeral && !ch.cfg.guard.admitDeferred(size) {
-		err := ch.spill.put(ch, m, due)
-		if err == nil {
-			ch.armLocked(ch.spill.minDue)
+// spillPass is the outcome of one round of the worker's disk work.
+type spillPass struct {
+	written  int64 // pending records written
+	consumed int64 // records taken off the side queue
+	putBack  int64 // of those, written again at the tail
+	minDue   int64 // earliest due time written (0 = none)
+	ready    []*Message
+	keep     []spilled // due later, back in memory (budget allowed)
+	errs     []error
+}
+
+func (p *spillPass) noteDue(due int64) {
+	if p.minDue == 0 || due < p.minDue {
+		p.minDue = due
+	}
+}
+
+// run writes pending to the side queue (those already due go straight to
+// ready) and, with release, makes one pass over the n records it held.
+func (p *spillPass) run(ch *Channel, pending []spilled, release bool, n int64) {
+	now := time.Now().UnixNano()
+	for _, r := range pending {
+		if r.due <= now {
+			p.ready = append(p.ready, r.m)
+			continue
+		}
+		if err := ch.spill.put(ch, r.m, r.due); err != nil {
+			p.errs = append(p.errs, err)
+			p.keep = append(p.keep, r) // memory beats lost
+			continue
+		}
+		p.written++
+		p.noteDue(r.due)
+	}
+	if !release || ch.spill.q == nil {
+		return
+	}
+	q := ch.spill.q
+	// Reads stay provisional until the pass is over, so a sync between
+	// taking a record off the head and putting it back at the tail cannot
+	// record it as gone.
+	q.Mark()
+	for i := int64(0); i < n; i++ {
+		rec, err := q.Next()
+		if errors.Is(err, diskqueue.ErrEmpty) {
+			break
+		}
+		if err != nil {
+			p.errs = append(p.errs, err)
+			break
+		}
+		p.consumed++
+		m, due, err := decodeDeferred(rec)
+		switch {
+		case err != nil:
+			p.errs = append(p.errs, err)
+		case due <= now:
+			p.ready = append(p.ready, m)
+		case ch.cfg.guard.admitDeferred(memSize(m)):
+			p.keep = append(p.keep, spilled{m, due})
+		default:
+			if err := q.Put(rec); err != nil {
+				p.errs = append(p.errs, err)
+				p.ready = append(p.ready, m) // early beats lost
+				continue
+			}
+			p.putBack++
+			p.noteDue(due)
+		}
+	}
+	if err := q.Commit(); err != nil {
+		p.errs = append(p.errs, err)
+	}
+}
+
+// spillWork is the worker: it writes pending messages to the side queue
+// and releases due ones, round after round, until there is nothing to do.
+func (ch *Channel) spillWork() {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	for {
+		s := &ch.spill
+		release := s.minDue != 0 && s.minDue <= time.Now().UnixNano()
+		if ch.exiting || (len(s.pending) == 0 && !release) {
+			s.busy = false
+			ch.q.idle.Broadcast()
 			return
 		}
-		ch.log.Error("spilling deferred message to disk; keeping it in memory", "topic", ch.topicName, "channel", ch.name, "err", err)
+		pending, n := s.pending, s.count
+		s.pending = nil
+		ch.mu.Unlock()
+		var p spillPass
+		p.run(ch, pending, release, n)
+		ch.finishSpillPass(&p, release, n)
+		ch.mu.Lock()
+		ch.applySpillLocked(&p, release)
 	}
-	ch.pushDeferredLocked(m, due)
+}
+
+// finishSpillPass removes the side queue's files once a pass left nothing
+// in it (the holder of busy calls it, without the lock).
+func (ch *Channel) finishSpillPass(p *spillPass, released bool, n int64) {
+	if released && n+p.written-p.consumed+p.putBack == 0 && ch.spill.q != nil {
+		if err := ch.spill.drop(ch); err != nil {
+			p.errs = append(p.errs, err)
+		}
+	}
+}
+
+// applySpillLocked records a pass: counts, due times, and where the
+// released messages go.
+func (ch *Channel) applySpillLocked(p *spillPass, released bool) {
+	s := &ch.spill
+	s.count += p.written - p.consumed + p.putBack
+	switch {
+	case released:
+		s.minDue = p.minDue // every record still there was seen or written
+	case p.minDue != 0 && (s.minDue == 0 || p.minDue < s.minDue):
+		s.minDue = p.minDue
+	}
+	if s.count == 0 {
+		s.minDue = 0
+	}
+	if err := errors.Join(p.errs...); err != nil {
+		ch.log.Error("deferred messages on disk", "topic", ch.topicName, "channel", ch.name, "err", err)
+	}
+	for _, r := range p.keep {
+		ch.pushDeferredLocked(r.m, r.due)
+	}
+	ch.dueLocked(p.ready)
+	if s.minDue != 0 {
+		ch.armLocked(s.minDue)
+	}
+	ch.noteDeferredLocked()
+	ch.fillAllLocked()
+}
+
+// kickSpillLocked starts the worker if there is none.
+func (ch *Channel) kickSpillLocked() {
+	if ch.spill.busy || ch.exiting {
+		return
+	}
+	ch.spill.busy = true
+	go ch.spillWork()
+}
+
+// claimSpillLocked waits for the worker to finish and takes its place, so
+// that the caller may use the side queue (releasing the lock meanwhile).
+// releaseSpillLocked gives it back.
+func (ch *Channel) claimSpillLocked() {
+	for ch.spill.busy {
+		ch.q.idle.Wait()
+	}
+	ch.spill.busy = true
+}
+
+func (ch *Channel) releaseSpillLocked() {
+	ch.spill.busy = false
+	ch.q.idle.Broadcast()
+	if len(ch.spill.pending) > 0 {
+		ch.kickSpillLocked()
+	}
+}
+
+// deferLocked parks m until due: in memory while the deferred budget
+// allows, otherwise (via the worker) on disk with its due time.
+func (ch *Channel) deferLocked(m *Message, due int64) {
+	m.deferUntil = 0
+	if !ch.ephemeral && !ch.cfg.guard.admitDeferred(memSize(m)) {
+		ch.spill.pending = append(ch.spill.pending, spilled{m, due})
+		ch.kickSpillLocked()
+	} else {
+		ch.pushDeferredLocked(m, due)
+	}
 	ch.noteDeferredLocked()
 }
 
@@ -159,29 +278,21 @@ func (ch *Channel) pushDeferredLocked(m *Message, due int64) {
 	ch.armLocked(due)
 }
 
-// popDueDeferredLocked moves due deferred messages, in memory and on disk,
-// to the ready queue.
+// popDueDeferredLocked moves due deferred messages in memory to the ready
+// queue, and wakes the worker when something on disk is due.
 func (ch *Channel) popDueDeferredLocked(now int64) {
+	var due []*Message
 	for {
 		m, ok := ch.deferredPQ.PopIfBefore(now)
 		if !ok {
 			break
 		}
 		ch.cfg.guard.addDeferred(-memSize(m))
-		ch.q.pushBackLocked(m)
+		due = append(due, m)
 	}
-	defer ch.noteDeferredLocked()
+	ch.dueLocked(due)
 	if ch.spill.minDue != 0 && ch.spill.minDue <= now {
-		err := ch.spill.release(now, ch.dueLocked, func(m *Message, due int64) bool {
-			if !ch.cfg.guard.admitDeferred(memSize(m)) {
-				return false
-			}
-			ch.pushDeferredLocked(m, due)
-			return true
-		})
-		if err != nil {
-			ch.log.Error("releasing deferred messages from disk", "topic", ch.topicName, "channel", ch.name, "err", err)
-		}
+		ch.kickSpillLocked()
 	}
 	if m, ok := ch.deferredPQ.Peek(); ok {
 		ch.armLocked(m.Priority)
@@ -189,32 +300,51 @@ func (ch *Channel) popDueDeferredLocked(now int64) {
 	if ch.spill.minDue != 0 {
 		ch.armLocked(ch.spill.minDue)
 	}
+	ch.noteDeferredLocked()
 }
 
-// dueLocked queues a message that became due: in memory when there is
-// room, else on disk (a burst of due messages must not blow the memory
-// budget that kept them on disk).
-func (ch *Channel) dueLocked(m *Message) {
-	if ch.q.roomLocked(1, memSize(m)) {
-		ch.q.pushBackLocked(m)
+// dueLocked queues messages that became due: in memory while there is
+// room, the rest on disk (a burst of due messages must not blow the memory
+// budget that kept them on disk), written with the lock released.
+func (ch *Channel) dueLocked(msgs []*Message) {
+	var overflow []*Message
+	for _, m := range msgs {
+		if overflow == nil && ch.q.roomLocked(1, memSize(m)) {
+			ch.q.pushBackLocked(m)
+		} else {
+			overflow = append(overflow, m)
+		}
+	}
+	if len(overflow) == 0 || ch.ephemeral {
+		for _, m := range overflow {
+			ch.q.pushBackLocked(m)
+		}
 		return
 	}
-	if err := ch.q.backend.Put(m.appendEncoded(nil)); err != nil {
-		ch.log.Error("queueing due deferred message on disk; keeping it in memory", "topic", ch.topicName, "channel", ch.name, "err", err)
-		ch.q.pushBackLocked(m)
+	if err := ch.q.writeLocked(overflow); err != nil {
+		ch.log.Error("queueing due deferred messages on disk; keeping them in memory", "topic", ch.topicName, "channel", ch.name, "err", err)
+		for _, m := range overflow {
+			ch.q.pushBackLocked(m)
+		}
 	}
 }
 
-// drainDeferredLocked empties the in-memory deferred queue.
+// drainDeferredLocked empties the in-memory deferred queue, including
+// messages waiting to be written to disk.
 func (ch *Channel) drainDeferredLocked() []*Message {
 	msgs := ch.deferredPQ.Drain()
 	for _, m := range msgs {
 		ch.cfg.guard.addDeferred(-memSize(m))
 	}
+	for _, r := range ch.spill.pending {
+		r.m.Priority = r.due
+		msgs = append(msgs, r.m)
+	}
+	ch.spill.pending = nil
 	return msgs
 }
 
 // noteDeferredLocked publishes the deferred count (memory and disk) for stats.
 func (ch *Channel) noteDeferredLocked() {
-	ch.deferredCount.Store(int64(ch.deferredPQ.Len()) + ch.spill.count)
+	ch.deferredCount.Store(int64(ch.deferredPQ.Len()) + ch.spill.count + int64(len(ch.spill.pending)))
 }

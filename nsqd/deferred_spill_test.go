@@ -35,9 +35,14 @@ func TestDeferredBeyondBudgetKeepTheirTime(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ch.mu.Lock()
-	inMem, onDisk := ch.deferredPQ.Len(), ch.spill.count
-	ch.mu.Unlock()
+	var inMem int
+	var onDisk int64
+	waitFor(t, "the spill worker to write the deferred messages", 5*time.Second, func() bool {
+		ch.mu.Lock()
+		defer ch.mu.Unlock()
+		inMem, onDisk = ch.deferredPQ.Len(), ch.spill.count
+		return len(ch.spill.pending) == 0 && !ch.spill.busy
+	})
 	if onDisk < n/2 || int(onDisk)+inMem != n {
 		t.Fatalf("deferred: %d in memory, %d on disk; want most of %d on disk", inMem, onDisk, n)
 	}

@@ -27,11 +27,13 @@
 //
 // Every other mutex (NSQD.clientsMu, NSQD.metaMu, client.subMu,
 // client.pubMu, the metrics collector's) is a leaf: nothing is locked
-// while it is held. A disk queue's own mutex is taken with no Topic or
-// Channel lock held, with two exceptions on rare paths: a channel's
-// deferred messages beyond --max-deferred-memory (deferred_spill.go) and
-// due deferred messages that do not fit in memory. fsync is never run
-// under a Topic or Channel lock.
+// while it is held. A disk queue has its own mutex, and it is taken with
+// no Topic or Channel lock held: work that needs the disk is planned under
+// the object's lock, done without it, and committed under it again
+// (msgQueue.writeLocked, the channel's disk reader, the topic's drain, the
+// deferred-spill worker, close and delete). The one exception is opening a
+// topic or channel, which reads back its deferred messages before anyone
+// else can reach it.
 //
 // Stats, metrics and statsd read atomics and immutable snapshots (the
 // channel and subscriber lists are replaced, never modified), so they never

@@ -27,6 +27,7 @@ type memoryGuard struct {
 	maxQueueBytes int64 // --max-memory-queue-bytes, resolved
 	maxDeferred   int64 // --max-deferred-memory, resolved
 	queueBytes    atomic.Int64
+	inFlightBytes atomic.Int64 // delivered, not yet FIN'd or requeued
 	deferredBytes atomic.Int64
 	lastFree      atomic.Int64
 	log           *slog.Logger
@@ -101,7 +102,39 @@ func (g *memoryGuard) admit(queueBytes, size int64) bool {
 	if g.perQueueBytes > 0 && queueBytes+size > g.perQueueBytes {
 		return false
 	}
-	return g.maxQueueBytes <= 0 || g.queueBytes.Load()+size <= g.maxQueueBytes
+	return g.maxQueueBytes <= 0 || g.heldBytes()+size <= g.maxQueueBytes
+}
+
+// heldBytes is what memory queues and in-flight messages hold: both share
+// the --max-memory-queue-bytes budget, so consumers that take messages and
+// never finish them cannot make the daemon read its disk into memory
+// without bound.
+func (g *memoryGuard) heldBytes() int64 { return g.queueBytes.Load() + g.inFlightBytes.Load() }
+
+// readBudget is how many bytes a channel may read off its disk into memory
+// for its subscribers now; 0 under memory pressure or when the budget is
+// spent. A channel with nothing in flight always gets a little, so that
+// every consumer makes progress.
+func (g *memoryGuard) readBudget(nothingInFlight bool) int64 {
+	const floor = 64 << 10
+	if g == nil || g.maxQueueBytes <= 0 {
+		return readAheadBytes
+	}
+	budget := min(readAheadBytes, g.maxQueueBytes-g.heldBytes())
+	if g.state() != memlimit.Normal {
+		budget = 0
+	}
+	if nothingInFlight {
+		budget = max(budget, floor)
+	}
+	return max(budget, 0)
+}
+
+// addInFlight counts n more (or fewer) bytes of in-flight messages.
+func (g *memoryGuard) addInFlight(n int64) {
+	if g != nil {
+		g.inFlightBytes.Add(n)
+	}
 }
 
 // admitDeferred reports whether a deferred message may be held in memory.
@@ -146,6 +179,7 @@ type MemoryInfo struct {
 	SoftLimit        uint64 `json:"soft_limit_bytes"`
 	Usage            uint64 `json:"usage_bytes"`
 	QueueBytes       int64  `json:"memory_queue_bytes"`
+	InFlightBytes    int64  `json:"in_flight_bytes"`
 	MaxQueueBytes    int64  `json:"max_memory_queue_bytes"`
 	DeferredBytes    int64  `json:"deferred_bytes"`
 	MaxDeferredBytes int64  `json:"max_deferred_bytes"`
@@ -158,6 +192,7 @@ func (g *memoryGuard) info() MemoryInfo {
 		HardLimit:        g.limits.Hard,
 		SoftLimit:        g.limits.Soft,
 		QueueBytes:       g.queueBytes.Load(),
+		InFlightBytes:    g.inFlightBytes.Load(),
 		MaxQueueBytes:    g.maxQueueBytes,
 		DeferredBytes:    g.deferredBytes.Load(),
 		MaxDeferredBytes: g.maxDeferred,
@@ -175,6 +210,16 @@ func (n *NSQD) onMemoryStateChange(old, new memlimit.State, usage uint64) {
 	n.log.Warn("memory state changed", "from", old.String(), "to", new.String(),
 		"usage_bytes", usage, "soft_limit_bytes", lim.Soft, "hard_limit_bytes", lim.Hard)
 	if new == memlimit.Normal {
+		// Channels that stopped reading their disk under pressure go on.
+		n.wg.Add(1)
+		go func() {
+			defer n.wg.Done()
+			for _, t := range n.Topics() {
+				for _, ch := range t.Channels() {
+					ch.resume()
+				}
+			}
+		}()
 		return
 	}
 	n.wg.Add(1)

@@ -310,15 +310,19 @@ func (n *NSQD) exiting() bool { return n.closed.Load() }
 // GetTopic returns the topic, creating it if needed.
 func (n *NSQD) GetTopic(name string) (*Topic, error) { return n.getTopic(name, true) }
 
+// An ephemeral topic that lost its last channel is retired: it takes no
+// message or channel and is about to be deleted. A caller that finds one
+// gets a new topic of the same name in its place at once, so that a SUB or
+// PUB racing the retirement never fails nor waits for the deletion.
 func (n *NSQD) getTopic(name string, notify bool) (*Topic, error) {
 	n.mu.RLock()
 	t, ok := n.topics[name]
 	n.mu.RUnlock()
-	if ok {
+	if ok && !t.isRetired() {
 		return t, nil
 	}
 	n.mu.Lock()
-	if t, ok := n.topics[name]; ok {
+	if t, ok := n.topics[name]; ok && !t.isRetired() {
 		n.mu.Unlock()
 		return t, nil
 	}
@@ -415,7 +419,12 @@ func (n *NSQD) onChannelDeleted(t *Topic, ch *Channel) {
 }
 
 func (n *NSQD) onLastChannelGone(t *Topic) {
-	if err := n.deleteTopic(t.name, t); err != nil && !errors.Is(err, errTopicNotFound) {
+	err := n.deleteTopic(t.name, t)
+	if errors.Is(err, errTopicNotFound) {
+		// A successor took its place in the map (getTopic); end it alone.
+		err = t.close(true)
+	}
+	if err != nil {
 		n.log.Error("deleting ephemeral topic", "topic", t.name, "err", err)
 	}
 }

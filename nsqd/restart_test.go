@@ -127,8 +127,12 @@ func TestRestartGraceful(t *testing.T) {
 		t.Error("topic t paused after restart")
 	}
 
-	// The side queues of deferred messages were taken back and removed.
-	expectNoFiles(t, o.DataPath, "*deferred*")
+	// The side queues of deferred messages are taken back and removed (by
+	// each channel's spill worker, in the background).
+	waitFor(t, "the deferred side queues to be taken back", 5*time.Second, func() bool {
+		m, _ := filepath.Glob(filepath.Join(o.DataPath, "*deferred*"))
+		return len(m) == 0
+	})
 
 	cfg = nsqConfig()
 	cfg.MaxInFlight = 2500

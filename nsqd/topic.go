@@ -50,7 +50,8 @@ type Topic struct {
 	exiting  bool
 	// retired: an ephemeral topic that lost its last channel and is about
 	// to be deleted; it takes no new channel or message (errExiting).
-	retired bool
+	// It is written with mu held and read without it by NSQD.getTopic.
+	retired atomic.Bool
 	drainWG sync.WaitGroup
 }
 
@@ -89,7 +90,7 @@ func (t *Topic) Put(msgs []*Message) error {
 		bytes += uint64(len(m.Body))
 	}
 	t.mu.RLock()
-	if t.exiting || t.retired {
+	if t.exiting || t.retired.Load() {
 		t.mu.RUnlock()
 		return errExiting
 	}
@@ -212,7 +213,7 @@ func (t *Topic) setChannelsLocked() {
 func (t *Topic) queue(msgs []*Message) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.exiting || t.retired {
+	if t.exiting || t.retired.Load() {
 		return errExiting
 	}
 	if !t.holdsBacklogLocked() {
@@ -266,7 +267,7 @@ func (t *Topic) GetChannel(name string) (*Channel, error) {
 		t.mu.Unlock()
 		return ch, nil
 	}
-	if t.exiting || t.retired {
+	if t.exiting || t.retired.Load() {
 		t.mu.Unlock()
 		return nil, errExiting
 	}
@@ -316,6 +317,9 @@ func (t *Topic) DeleteChannel(name string) error {
 	return err
 }
 
+// isRetired reports whether the topic is an ephemeral topic on its way out.
+func (t *Topic) isRetired() bool { return t.retired.Load() }
+
 // retireIfEmptyLocked retires an ephemeral topic that has just lost its
 // last channel, in the same critical section, so that no SUB or PUB can
 // slip in before the daemon deletes it; true means lastChannelGone must run.
@@ -323,7 +327,7 @@ func (t *Topic) retireIfEmptyLocked() bool {
 	if len(t.channels) > 0 || !t.ephemeral || t.hooks.lastChannelGone == nil {
 		return false
 	}
-	t.retired = true
+	t.retired.Store(true)
 	return true
 }
 

@@ -1,6 +1,7 @@
 package nsqd
 
 import (
+	"errors"
 	"fmt"
 	"time"
 )
@@ -64,6 +65,34 @@ func (ch *Channel) tryPut(msgs []*Message, allowDisk bool) (done bool, err error
 	ch.acceptLocked(msgs, now, false)
 	ch.fillAllLocked()
 	return true, nil
+}
+
+// putFromBacklog is put for a topic's backlog. When storing fails, it
+// still hands what it can to ready subscribers at once, and reports how
+// many of msgs (a prefix) it took: the topic keeps the batch on its disk
+// until the channel has taken all of it, so nothing depends on this
+// channel's disk meanwhile.
+func (ch *Channel) putFromBacklog(msgs []*Message) (taken int, err error) {
+	if err = ch.put(msgs); err == nil || errors.Is(err, errChannelClosed) {
+		return len(msgs), err
+	}
+	now := time.Now().UnixNano()
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	if ch.exiting || ch.paused.Load() || ch.q.lenLocked() > 0 || ch.q.diskBusyLocked() {
+		return 0, err
+	}
+	for taken < len(msgs) && msgs[taken].deferUntil <= now {
+		s := ch.readySubLocked()
+		if s == nil {
+			break
+		}
+		ch.messageCount.Add(1)
+		msgs[taken].deferUntil = 0
+		ch.deliverLocked(msgs[taken], s, now)
+		taken++
+	}
+	return taken, err
 }
 
 // countReady counts the messages of msgs that are not deferred, and their bytes.

@@ -512,3 +512,40 @@ func TestNoBadFilesOnSegmentRoll(t *testing.T) {
 	segs, _ := filepath.Glob(filepath.Join(o.DataPath, "roll*.diskqueue.*.dat"))
 	t.Logf("segments left after the drain: %v", segs)
 }
+
+// TestBacklogReachesConsumerOfFailingChannel: a topic backlog whose channel
+// cannot store it (disk full) still reaches that channel's consumer, batch
+// by batch, straight from the topic's disk; /stats says why the backlog
+// waits, and stops saying so once it has moved.
+func TestBacklogReachesConsumerOfFailingChannel(t *testing.T) {
+	o := testOptions(t)
+	o.MemQueueSize = 0
+	d := startDaemon(t, o)
+	d.mustDo("POST", "/topic/create?topic=full", "", 200)
+	d.mustDo("POST", "/topic/pause?topic=full", "", 200)
+	f := injectFailures(t, d, "full", "c")
+	f.fail.Store(true)
+	var names []string
+	pc := dialRaw(t, d.tcp)
+	for i := range 600 { // more than two drain batches
+		names = append(names, fmt.Sprintf("f%03d", i))
+		if r := pc.publish("full", paddedBody(names[i], 100)); r != "OK" {
+			t.Fatalf("PUB: %s", r)
+		}
+	}
+	d.mustDo("POST", "/topic/unpause?topic=full", "", 200)
+	waitFor(t, "/stats to say why the backlog waits", 10*time.Second, func() bool {
+		return strings.Contains(d.topicStats("full").BacklogBlocked, "no space left")
+	})
+	if ts := d.topicStats("full"); ts.Depth != 600 {
+		t.Fatalf("topic depth %d while its backlog waits, want 600 (a batch on its way counts)", ts.Depth)
+	}
+	consumeOnce(t, d, "full", "c", names)
+	waitFor(t, "the blocked reason to clear", 10*time.Second, func() bool {
+		ts := d.topicStats("full")
+		return ts.BacklogBlocked == "" && ts.Depth == 0
+	})
+	if f.failures.Load() == 0 {
+		t.Fatal("the channel's disk was never tried")
+	}
+}

@@ -84,22 +84,26 @@ func (t *Topic) takeBatch() (batch []*Message, fromMem int, ok bool) {
 // move puts batch in every channel, then commits the topic's disk reads.
 // It returns false, with the batch given back to the topic, when the move
 // had to stop before every channel took it.
+//
+// A channel that cannot store its copy (its disk is full or failing) still
+// gets what its ready subscribers can take at once, retry after retry:
+// the topic keeps the whole batch on its own disk until every channel has
+// it, so those deliveries are as safe as the rest.
 func (t *Topic) move(batch []*Message, fromMem int) bool {
-	pending := t.channelList()
+	pending := t.copiesFor(t.channelList(), batch)
 	wait := drainRetryMin
 	for failures := 0; ; failures++ {
-		failed, lastErr := t.putAll(pending, batch)
+		failed, lastErr := putAll(pending)
 		if len(failed) == 0 {
 			t.placed(batch, fromMem)
-			if failures > 0 {
-				t.log.Info("topic backlog moving again", "topic", t.name, "retries", failures)
+			// A batch that needed retries says nothing of the next one:
+			// keep the reason until one moves cleanly or none is left.
+			if failures == 0 || t.Depth() == 0 {
+				t.setBlocked(nil)
 			}
 			return true
 		}
-		if failures == 0 {
-			t.log.Error("cannot move topic backlog to channels; retrying", "topic", t.name,
-				"channels", len(failed), "messages", len(batch), "err", lastErr)
-		}
+		t.setBlocked(lastErr)
 		time.Sleep(wait)
 		wait = min(2*wait, drainRetryMax)
 		t.mu.Lock()
@@ -109,32 +113,60 @@ func (t *Topic) move(batch []*Message, fromMem int) bool {
 			return false
 		}
 		// A channel deleted meanwhile no longer needs the batch.
-		pending = slices.DeleteFunc(failed, func(ch *Channel) bool { return t.channels[ch.name] != ch })
+		pending = slices.DeleteFunc(failed, func(p channelPut) bool { return t.channels[p.ch.name] != p.ch })
 		t.mu.Unlock()
 	}
 }
 
-// putAll puts batch in every channel of chans, side by side, and returns
-// those that failed. A channel closed meanwhile does not count as failed.
-// With several channels each gets its own copies and the originals stay
-// untouched for a retry; a single channel takes the originals, which a
-// failed put leaves untouched too.
-func (t *Topic) putAll(chans []*Channel, batch []*Message) (failed []*Channel, lastErr error) {
-	errs := make([]error, len(chans))
-	parallel(len(chans), func(i int) {
+// channelPut is what one channel still has to take of a batch.
+type channelPut struct {
+	ch   *Channel
+	msgs []*Message
+}
+
+// copiesFor gives each channel its own copies of batch, or the originals
+// when there is one channel.
+func (t *Topic) copiesFor(chans []*Channel, batch []*Message) []channelPut {
+	out := make([]channelPut, len(chans))
+	for i, ch := range chans {
 		b := batch
 		if len(chans) > 1 {
 			b = copyBatch(batch)
 		}
-		errs[i] = chans[i].put(b)
-	})
+		out[i] = channelPut{ch, b}
+	}
+	return out
+}
+
+// putAll puts each channel's messages, side by side, and returns what is
+// left for those that failed. A channel closed meanwhile does not count as
+// failed.
+func putAll(puts []channelPut) (failed []channelPut, lastErr error) {
+	errs := make([]error, len(puts))
+	taken := make([]int, len(puts))
+	parallel(len(puts), func(i int) { taken[i], errs[i] = puts[i].ch.putFromBacklog(puts[i].msgs) })
 	for i, err := range errs {
 		if err != nil && !errors.Is(err, errChannelClosed) {
-			failed = append(failed, chans[i])
+			failed = append(failed, channelPut{puts[i].ch, puts[i].msgs[taken[i]:]})
 			lastErr = err
 		}
 	}
 	return failed, lastErr
+}
+
+// setBlocked records why the backlog cannot move (nil: it moves), logging
+// each change once; /stats shows it.
+func (t *Topic) setBlocked(err error) {
+	if err == nil {
+		if t.blocked.Swap(nil) != nil {
+			t.log.Info("topic backlog moving again", "topic", t.name)
+		}
+		return
+	}
+	reason := err.Error()
+	if old := t.blocked.Swap(&reason); old == nil {
+		t.log.Error("cannot move topic backlog to channels; retrying", "topic", t.name, "err", err)
+	}
 }
 
 // placed records that batch reached every channel.

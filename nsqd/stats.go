@@ -16,6 +16,9 @@ type TopicStats struct {
 	MessageBytes         uint64           `json:"message_bytes"`
 	Paused               bool             `json:"paused"`
 	E2eProcessingLatency *quantile.Result `json:"e2e_processing_latency"`
+	// BacklogBlocked says why the topic's backlog cannot reach its channels
+	// (a channel's disk is full, say); absent while it can.
+	BacklogBlocked string `json:"backlog_blocked,omitempty"`
 }
 
 // ChannelStats is one channel in /stats.
@@ -192,6 +195,9 @@ func (t *Topic) stats(channel, topicFilter string, includeClients bool) TopicSta
 		MessageBytes: snap.messageBytes,
 		Paused:       snap.paused,
 		Channels:     []ChannelStats{},
+	}
+	if r := t.blocked.Load(); r != nil {
+		s.BacklogBlocked = *r
 	}
 	var results []*quantile.Result
 	for _, ch := range t.Channels() {

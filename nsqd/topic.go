@@ -40,6 +40,7 @@ type Topic struct {
 	messageBytes atomic.Uint64
 
 	paused   atomic.Bool                // written with mu held
+	blocked  atomic.Pointer[string]     // why the backlog cannot move; nil when it can
 	chanList atomic.Pointer[[]*Channel] // t.channels as a slice; replaced, never modified
 
 	mu       sync.RWMutex // guards every field below, and q

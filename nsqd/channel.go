@@ -84,6 +84,7 @@ type Channel struct {
 	q          msgQueue
 	inFlight   map[MessageID]*Message // nil until first delivery
 	flightMem  int64                  // memSize of the in-flight messages
+	flightDels int                    // deletes from inFlight since it was built
 	deferredPQ pqueue.Queue[*Message] // by due time
 	spill      deferredSpill          // deferred beyond the memory budget
 	subs       []*Subscription
@@ -262,11 +263,29 @@ func (ch *Channel) takeInFlightLocked(s *Subscription, id MessageID) (*Message, 
 // in-flight index and accounting.
 func (ch *Channel) landedLocked(m *Message) {
 	delete(ch.inFlight, m.ID)
+	if ch.flightDels++; ch.flightDels > 4*len(ch.inFlight)+256 {
+		ch.rebuildInFlightLocked()
+	}
 	ch.inFlightCount.Add(-1)
 	size := memSize(m)
 	ch.flightMem -= size
 	ch.cfg.guard.addInFlight(-size)
 	m.owner = nil
+}
+
+// rebuildInFlightLocked copies the in-flight index into a fresh map. A
+// map that sees a delete for every insert, as this one does, fills with
+// deleted-slot markers that every lookup must probe past (the lookup of a
+// new ID on delivery most of all), and it never shrinks after a peak; a
+// copy after every few times its size in deletes costs O(1) per delete
+// and keeps lookups short (BenchmarkInFlightChurn).
+func (ch *Channel) rebuildInFlightLocked() {
+	fresh := make(map[MessageID]*Message, len(ch.inFlight))
+	for id, m := range ch.inFlight {
+		fresh[id] = m
+	}
+	ch.inFlight = fresh
+	ch.flightDels = 0
 }
 
 // forgetInFlightLocked drops the whole in-flight index and its accounting.

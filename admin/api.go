@@ -36,6 +36,9 @@ func (a *Admin) routes() (http.Handler, error) {
 		"/nodes", "/nodes/:node", "/counter", "/lookup"} {
 		r.GET(bp(p), a.page)
 	}
+	if o.BasePath != "/" {
+		r.GET(o.BasePath+"/", a.page) // the index with its trailing slash too
+	}
 	// Form posts of the pages' buttons (work without JavaScript too).
 	r.POST(bp("/topics/:topic"), a.formAction)
 	r.POST(bp("/topics/:topic/:channel"), a.formAction)

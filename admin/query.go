@@ -18,7 +18,7 @@ func (a *Admin) nsqds() []string    { return a.opts.Load().NSQDHTTPAddresses }
 
 func (a *Admin) upstream(n int, errs []NodeError, what string) error {
 	if allFailed(n, errs) {
-		a.logger.Error("no daemon answered", "what", what, "errors", fmt.Sprint(errs))
+		a.logger.Warn("no daemon answered", "what", what, "errors", fmt.Sprint(errs))
 		return fmt.Errorf("%w: %s", errUpstream, errs[0].Error())
 	}
 	for _, e := range errs {

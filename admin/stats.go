@@ -26,6 +26,8 @@ type TopicStats struct {
 	Paused       bool            `json:"paused"`
 
 	E2eProcessingLatency *LatencyAggregate `json:"e2e_processing_latency"`
+
+	channelIndex map[string]*ChannelStats // Channels by name, while summing
 }
 
 // ChannelStats is one channel on one node, or (Node "*") summed over nodes.
@@ -144,13 +146,17 @@ func (t *TopicStats) add(a *TopicStats) {
 	t.BackendDepth += a.BackendDepth
 	t.MessageCount += a.MessageCount
 	t.Paused = t.Paused || a.Paused
+	if t.channelIndex == nil {
+		t.channelIndex = make(map[string]*ChannelStats, len(a.Channels))
+	}
 	for _, ac := range a.Channels {
-		i := slices.IndexFunc(t.Channels, func(c *ChannelStats) bool { return c.ChannelName == ac.ChannelName })
-		if i < 0 {
-			t.Channels = append(t.Channels, newChannelTotal(ac))
-			i = len(t.Channels) - 1
+		total, ok := t.channelIndex[ac.ChannelName]
+		if !ok {
+			total = newChannelTotal(ac)
+			t.channelIndex[ac.ChannelName] = total
+			t.Channels = append(t.Channels, total)
 		}
-		t.Channels[i].add(ac)
+		total.add(ac)
 	}
 	t.NodeStats = append(t.NodeStats, a)
 	if t.E2eProcessingLatency == nil {

@@ -269,4 +269,3 @@ func pagePaths(node string) []string {
 	return []string{"/", "/topics/topic000", "/topics/topic000/ch0000", "/nodes", "/nodes/" + node, "/counter", "/lookup",
 		"/api/topics", "/api/topics/topic000", "/api/topics/topic000/ch0000", "/api/nodes", "/api/nodes/" + node, "/api/counter"}
 }
-

@@ -136,6 +136,27 @@ func (c *cluster) post(ctx context.Context, kind, addr, path string) error {
 	return err
 }
 
+// statusError is a daemon's non-200 answer.
+type statusError struct {
+	request string
+	code    int
+	body    string
+}
+
+func (e *statusError) Error() string {
+	return fmt.Sprintf("%s: status %d: %s", e.request, e.code, e.body)
+}
+
+// notFound treats nsqlookupd's 404 for an unknown topic as an empty answer:
+// a topic it has never heard of has no producers and no channels.
+func notFound(err error) error {
+	var se *statusError
+	if errors.As(err, &se) && se.code == http.StatusNotFound {
+		return nil
+	}
+	return err
+}
+
 // maxAnswer bounds a daemon's answer; a 10,000-channel /stats is ~2.5 MB.
 const maxAnswer = 256 << 20
 
@@ -154,7 +175,7 @@ func (c *cluster) do(ctx context.Context, method, u string, v any) error {
 	body := io.LimitReader(resp.Body, maxAnswer)
 	if resp.StatusCode != http.StatusOK {
 		msg, _ := io.ReadAll(io.LimitReader(body, 512))
-		return fmt.Errorf("%s %s: status %d: %s", method, u, resp.StatusCode, strings.TrimSpace(string(msg)))
+		return &statusError{fmt.Sprintf("%s %s", method, u), resp.StatusCode, strings.TrimSpace(string(msg))}
 	}
 	if v == nil {
 		_, _ = io.Copy(io.Discard, body)
@@ -248,7 +269,7 @@ func (c *cluster) lookupdChannels(ctx context.Context, topic string, lookupds []
 		var r struct {
 			Channels []string `json:"channels"`
 		}
-		return r.Channels, c.get(ctx, "nsqlookupd", addr, "/channels?topic="+url.QueryEscape(topic), &r)
+		return r.Channels, notFound(c.get(ctx, "nsqlookupd", addr, "/channels?topic="+url.QueryEscape(topic), &r))
 	})
 	return sortedUnique(lists), errs
 }
@@ -292,7 +313,7 @@ func (c *cluster) lookupdTopicProducers(ctx context.Context, topic string, looku
 		var r struct {
 			Producers []lookupdProducer `json:"producers"`
 		}
-		return r.Producers, c.get(ctx, "nsqlookupd", addr, "/lookup?topic="+url.QueryEscape(topic), &r)
+		return r.Producers, notFound(c.get(ctx, "nsqlookupd", addr, "/lookup?topic="+url.QueryEscape(topic), &r))
 	})
 	seen := make(map[string]bool)
 	var out []*Producer

@@ -70,6 +70,8 @@ type Options struct {
 	StatsHistory  time.Duration `flag:"stats-history"`
 	// MaxClientRows caps the client rows a channel page shows at once.
 	MaxClientRows int `flag:"max-client-rows"`
+	// RefreshInterval is how often an open page refetches its tables.
+	RefreshInterval time.Duration `flag:"refresh-interval"`
 }
 
 // NewOptions returns NSQ v1.3.0's nsqadmin defaults.
@@ -92,6 +94,7 @@ func NewOptions() *Options {
 		StatsInterval:            10 * time.Second,
 		StatsHistory:             time.Hour,
 		MaxClientRows:            100,
+		RefreshInterval:          5 * time.Second,
 	}
 }
 
@@ -130,6 +133,9 @@ func (o *Options) validate() error {
 	}
 	if o.StatsInterval <= 0 || o.StatsHistory < o.StatsInterval {
 		return errors.New("--stats-interval must be positive and --stats-history at least as long")
+	}
+	if o.RefreshInterval < 100*time.Millisecond {
+		return errors.New("--refresh-interval must be at least 100ms")
 	}
 	if o.MaxClientRows < 1 {
 		return errors.New("--max-client-rows must be at least 1")

@@ -87,6 +87,7 @@ type view struct {
 	Version  string
 	Lookupd  []string
 	Graphite string // --graphite-url, if graphs from Graphite are wanted
+	Refresh  int64  // --refresh-interval in milliseconds
 	Data     any
 }
 
@@ -96,6 +97,7 @@ func (a *Admin) newView(req *http.Request, title, section string) *view {
 		Title: title, Section: section, Base: strings.TrimSuffix(o.BasePath, "/"),
 		Self: req.URL.RequestURI(), IsAdmin: a.isAdmin(req), Flash: req.URL.Query().Get("flash"),
 		Version: version.Version, Lookupd: o.NSQLookupdHTTPAddresses, Graphite: o.GraphiteURL,
+		Refresh: o.RefreshInterval.Milliseconds(),
 	}
 }
 

@@ -138,6 +138,17 @@ func (e *LatencyAggregate) add(o *LatencyAggregate) {
 	slices.SortFunc(e.Percentiles, func(a, b map[string]float64) int { return cmp.Compare(b["quantile"], a["quantile"]) })
 }
 
+// ChannelDepth is the messages waiting in all of t's channels: the backlog
+// consumers see, which a topic's own depth (messages not yet copied to its
+// channels) does not show.
+func (t *TopicStats) ChannelDepth() int64 {
+	var n int64
+	for _, c := range t.Channels {
+		n += c.Depth
+	}
+	return n
+}
+
 // add sums a (one node's stats of the same topic) into t.
 func (t *TopicStats) add(a *TopicStats) {
 	t.Node = "*"

@@ -63,6 +63,7 @@ func newFlagSet(opts *admin.Options) *flag.FlagSet {
 	fs.Duration("stats-interval", opts.StatsInterval, "how often the cluster's stats are polled for the graphs")
 	fs.Duration("stats-history", opts.StatsHistory, "how far back the graphs reach (kept in memory)")
 	fs.Int("max-client-rows", opts.MaxClientRows, "client rows per page on a channel page")
+	fs.Duration("refresh-interval", opts.RefreshInterval, "how often an open page refetches its tables")
 	return fs
 }
 

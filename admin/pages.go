@@ -40,6 +40,9 @@ func newPages(devStaticDir string) (*pages, error) {
 		"pct":     func(f float64) string { return strconv.FormatFloat(f, 'f', 0, 64) },
 		"add":     func(a, b int) int { return a + b },
 		"latency": formatLatency,
+		"queueActions": func(kind, url, name string, paused bool) queueActions {
+			return queueActions{kind, url, name, paused}
+		},
 	}
 	p := &pages{byName: make(map[string]*template.Template)}
 	layout, err := template.New("layout.html").Funcs(funcs).ParseFS(webFS, "web/templates/layout.html", "web/templates/parts.html")
@@ -73,6 +76,15 @@ func (p *pages) static(w http.ResponseWriter, _ *http.Request, ps httprouter.Par
 	}
 	w.Header().Set("Cache-Control", "public, max-age=3600")
 	_, _ = w.Write(b)
+}
+
+// queueActions is what the pause/empty/delete buttons of a topic or
+// channel page need.
+type queueActions struct {
+	Kind   string // "topic" or "channel"
+	URL    string // where the forms post
+	Name   string
+	Paused bool
 }
 
 // view is what every page template gets.

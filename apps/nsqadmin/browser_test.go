@@ -13,7 +13,6 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
-	"github.com/nsqio/go-nsq"
 
 	"github.com/nsqgo/nsq/admin"
 	"github.com/nsqgo/nsq/internal/toolutil/tooltest"
@@ -166,16 +165,7 @@ func TestBrowser(t *testing.T) {
 	c := startCluster(t)
 	makeTopic(t, c, "orders", "billing", 7)
 	makeTopic(t, c, "events", "audit", 3)
-	consumer, err := nsq.NewConsumer("events", "audit", nsq.NewConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	consumer.SetLoggerLevel(nsq.LogLevelError)
-	consumer.AddHandler(nsq.HandlerFunc(func(*nsq.Message) error { return nil }))
-	if err := consumer.ConnectToNSQD(c.nsqdTCP); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { consumer.Stop(); <-consumer.StopChan })
+	connectConsumer(t, c, "events", "audit")
 	base := startAdmin(t, c, func(o *admin.Options) {
 		o.StatsInterval = 100 * time.Millisecond
 		o.RefreshInterval = 200 * time.Millisecond

@@ -14,8 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nsqio/go-nsq"
-
 	"github.com/nsqgo/nsq/internal/toolutil/tooltest"
 )
 
@@ -84,16 +82,7 @@ func TestCompatibleWithNSQAdmin(t *testing.T) {
 	if code, body := do(t, http.MethodPost, "http://"+c.lookupdHTTP+"/topic/create?topic=lonely", nil); code != 200 {
 		t.Fatalf("lookupd topic/create = %d %s", code, body)
 	}
-	consumer, err := nsq.NewConsumer("compat", "ch", nsq.NewConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	consumer.SetLoggerLevel(nsq.LogLevelError)
-	consumer.AddHandler(nsq.HandlerFunc(func(*nsq.Message) error { return nil }))
-	if err := consumer.ConnectToNSQD(c.nsqdTCP); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { consumer.Stop(); <-consumer.StopChan })
+	connectConsumer(t, c, "compat", "ch")
 	tooltest.Eventually(t, "the consumer to show in /stats", func() bool {
 		cs := findStats(t, c.nsqdHTP, "compat", "ch")
 		return cs != nil && cs["client_count"] == 1.0

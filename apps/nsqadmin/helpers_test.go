@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nsqio/go-nsq"
+
 	"github.com/nsqgo/nsq/admin"
 	"github.com/nsqgo/nsq/apps/internal/daemontest"
 	"github.com/nsqgo/nsq/internal/logging"
@@ -128,4 +130,20 @@ func waitCtx(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), tooltest.Timeout)
 	t.Cleanup(cancel)
 	return ctx
+}
+
+// connectConsumer subscribes a go-nsq consumer that finishes every message
+// to topic/channel, until the test ends.
+func connectConsumer(t *testing.T, c cluster, topic, channel string) {
+	t.Helper()
+	consumer, err := nsq.NewConsumer(topic, channel, nsq.NewConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	consumer.SetLoggerLevel(nsq.LogLevelError)
+	consumer.AddHandler(nsq.HandlerFunc(func(*nsq.Message) error { return nil }))
+	if err := consumer.ConnectToNSQD(c.nsqdTCP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { consumer.Stop(); <-consumer.StopChan })
 }

@@ -3,21 +3,11 @@ package main
 import (
 	"flag"
 	"io"
-	"strings"
 
 	"github.com/nsqgo/nsq/admin"
 	"github.com/nsqgo/nsq/internal/config"
+	"github.com/nsqgo/nsq/internal/toolutil"
 )
-
-// stringArray is a repeatable string flag.
-type stringArray []string
-
-func (a *stringArray) Get() any { return []string(*a) }
-func (a *stringArray) Set(s string) error {
-	*a = append(*a, s)
-	return nil
-}
-func (a *stringArray) String() string { return strings.Join(*a, ",") }
 
 // newFlagSet declares NSQ v1.3.0 nsqadmin's flags (plus this
 // implementation's few) with opts' values as defaults.
@@ -55,9 +45,9 @@ func newFlagSet(opts *admin.Options) *flag.FlagSet {
 	fs.String("allow-config-from-cidr", opts.AllowConfigFromCIDR, "A CIDR from which to allow HTTP requests to the /config endpoint")
 	fs.String("acl-http-header", opts.ACLHTTPHeader, "HTTP header to check for authenticated admin users")
 
-	fs.Var(&stringArray{}, "lookupd-http-address", "lookupd HTTP address (may be given multiple times)")
-	fs.Var(&stringArray{}, "nsqd-http-address", "nsqd HTTP address (may be given multiple times)")
-	fs.Var(&stringArray{}, "admin-user", "admin user (may be given multiple times; if specified, only these users will be able to perform privileged actions; acl-http-header is used to determine the authenticated user)")
+	fs.Var(&toolutil.StringArray{}, "lookupd-http-address", "lookupd HTTP address (may be given multiple times)")
+	fs.Var(&toolutil.StringArray{}, "nsqd-http-address", "nsqd HTTP address (may be given multiple times)")
+	fs.Var(&toolutil.StringArray{}, "admin-user", "admin user (may be given multiple times; if specified, only these users will be able to perform privileged actions; acl-http-header is used to determine the authenticated user)")
 
 	fs.Int("node-concurrency", opts.NodeConcurrency, "most requests to daemons in flight at once for one page or poll")
 	fs.Duration("stats-interval", opts.StatsInterval, "how often the cluster's stats are polled for the graphs")

@@ -68,11 +68,11 @@ func (a *Admin) routes() (http.Handler, error) {
 		}
 		proxy := &httputil.ReverseProxy{
 			Rewrite: func(pr *httputil.ProxyRequest) {
-				pr.SetURL(target)
-				pr.Out.URL.Path = pr.In.URL.Path[len(o.BasePath)-1:]
-				if strings.HasSuffix(o.BasePath, "/") {
-					pr.Out.URL.Path = pr.In.URL.Path
+				if o.BasePath != "/" { // /base/render → <graphite>/render
+					pr.Out.URL.Path = strings.TrimPrefix(pr.In.URL.Path, o.BasePath)
+					pr.Out.URL.RawPath = ""
 				}
+				pr.SetURL(target)
 				if target.User != nil {
 					pass, _ := target.User.Password()
 					pr.Out.SetBasicAuth(target.User.Username(), pass)

@@ -40,6 +40,7 @@ func newPages(devStaticDir string) (*pages, error) {
 		"pct":     func(f float64) string { return strconv.FormatFloat(f, 'f', 0, 64) },
 		"add":     func(a, b int) int { return a + b },
 		"latency": formatLatency,
+		"chart":   func(v *view, topic, channel string) chart { return chart{v, topic, channel} },
 		"queueActions": func(kind, url, name string, paused bool) queueActions {
 			return queueActions{kind, url, name, paused}
 		},
@@ -87,30 +88,66 @@ type queueActions struct {
 	Paused bool
 }
 
+// chart is what the Graphite chart of a topic or channel needs.
+type chart struct {
+	View           *view
+	Topic, Channel string
+}
+
 // view is what every page template gets.
 type view struct {
-	Title    string
-	Section  string // the nav entry that is current
-	Base     string // --base-path without the trailing slash
-	Self     string // this page's URL, refetched for live updates
-	IsAdmin  bool
-	Flash    string
-	Errors   []NodeError
-	Version  string
-	Lookupd  []string
-	Graphite string // --graphite-url, if graphs from Graphite are wanted
-	Refresh  int64  // --refresh-interval in milliseconds
-	Data     any
+	Title      string
+	Section    string // the nav entry that is current
+	Base       string // --base-path without the trailing slash
+	Self       string // this page's URL, refetched for live updates
+	IsAdmin    bool
+	Flash      string
+	Errors     []NodeError
+	Version    string
+	Lookupd    []string
+	Graphite   string // where Graphite's /render is: --graphite-url, or us with --proxy-graphite
+	GraphiteOn bool   // --graphite-url is set
+	Refresh    int64  // --refresh-interval in milliseconds
+	Data       any
+
+	opts *Options
 }
 
 func (a *Admin) newView(req *http.Request, title, section string) *view {
 	o := a.opts.Load()
-	return &view{
+	v := &view{
 		Title: title, Section: section, Base: strings.TrimSuffix(o.BasePath, "/"),
 		Self: req.URL.RequestURI(), IsAdmin: a.isAdmin(req), Flash: req.URL.Query().Get("flash"),
-		Version: version.Version, Lookupd: o.NSQLookupdHTTPAddresses, Graphite: o.GraphiteURL,
-		Refresh: o.RefreshInterval.Milliseconds(),
+		Version: version.Version, Lookupd: o.NSQLookupdHTTPAddresses,
+		Refresh: o.RefreshInterval.Milliseconds(), opts: o,
 	}
+	if o.GraphiteURL != "" {
+		v.GraphiteOn = true
+		v.Graphite = strings.TrimSuffix(o.GraphiteURL, "/")
+		if o.ProxyGraphite {
+			v.Graphite = v.Base
+		}
+	}
+	return v
+}
+
+// GraphiteRate is the URL of a Graphite chart of the message rate of topic
+// (or of one channel) over the last hour, with nsqd's statsd naming.
+func (v *view) GraphiteRate(topic, channel string) string {
+	key := strings.Replace(v.opts.StatsdPrefix, "%s", "*", 1) + ".topic." + topic
+	if channel != "" {
+		key += ".channel." + channel
+	}
+	key += ".message_count"
+	if v.opts.StatsdCounterFormat != "" {
+		key = fmt.Sprintf(v.opts.StatsdCounterFormat, key)
+	}
+	q := url.Values{}
+	q.Set("target", fmt.Sprintf("alias(scaleToSeconds(sumSeries(%s),1),'msgs/s')", key))
+	q.Set("from", "-1h")
+	q.Set("width", "320")
+	q.Set("height", "120")
+	return v.Graphite + "/render?" + q.Encode()
 }
 
 // render writes page name with v; a template error is a 500.

@@ -323,3 +323,44 @@ func TestGraphsFromPolledStats(t *testing.T) {
 		t.Errorf("topic page has no graphs")
 	}
 }
+
+// TestGraphite: /api/graphite asks Graphite for a rate as NSQ does, the
+// topic page shows a Graphite chart, and --proxy-graphite serves /render.
+func TestGraphite(t *testing.T) {
+	var asked []string
+	var mu sync.Mutex
+	graphite := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		asked = append(asked, r.URL.RequestURI())
+		mu.Unlock()
+		if r.URL.Query().Get("format") == "json" {
+			_, _ = io.WriteString(w, `[{"target":"x","datapoints":[[120,1700000000]]}]`)
+			return
+		}
+		w.Header().Set("Content-Type", "image/png")
+		_, _ = io.WriteString(w, "PNG")
+	}))
+	t.Cleanup(graphite.Close)
+	c := startCluster(t)
+	makeTopic(t, c, "charted", "ch", 1)
+	base := startAdmin(t, c, func(o *admin.Options) {
+		o.GraphiteURL = graphite.URL
+		o.ProxyGraphite = true
+	})
+	code, body := do(t, http.MethodGet, base+"/api/graphite?metric=rate&target=sumSeries(x)", nil)
+	if code != 200 || body != `{"rate":"2.00"}` { // 120 per 60 s statsd interval
+		t.Errorf("/api/graphite = %d %s", code, body)
+	}
+	_, page := do(t, http.MethodGet, base+"/topics/charted", nil)
+	if !strings.Contains(page, `<img src="/render?`) || !strings.Contains(page, "topic.charted.message_count") {
+		t.Errorf("topic page has no proxied Graphite chart: %s", page)
+	}
+	if code, body := do(t, http.MethodGet, base+"/render?target=foo", nil); code != 200 || body != "PNG" {
+		t.Errorf("/render through the proxy = %d %q", code, body)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(asked) != 2 || !strings.Contains(asked[0], "from=-120sec") || asked[1] != "/render?target=foo" {
+		t.Errorf("graphite was asked %v", asked)
+	}
+}

@@ -31,6 +31,7 @@ type fakeCluster struct {
 type fakeNode struct {
 	srv       *httptest.Server
 	requests  atomic.Int64
+	posts     atomic.Int64      // actions (the poller only GETs)
 	stats     []byte            // the whole /stats
 	bare      []byte            // the whole /stats?include_clients=false
 	perTopic  map[string][]byte // /stats?topic=
@@ -126,6 +127,9 @@ func newFakeCluster(tb testing.TB, n, topics, channels, clients int) *fakeCluste
 
 func (fc *fakeCluster) serveNode(n *fakeNode, w http.ResponseWriter, r *http.Request) {
 	n.requests.Add(1)
+	if r.Method == http.MethodPost {
+		n.posts.Add(1)
+	}
 	cur := fc.inFlight.Add(1)
 	defer fc.inFlight.Add(-1)
 	for {
@@ -268,4 +272,23 @@ func get(tb testing.TB, url string) (int, string) {
 func pagePaths(node string) []string {
 	return []string{"/", "/topics/topic000", "/topics/topic000/ch0000", "/nodes", "/nodes/" + node, "/counter", "/lookup",
 		"/api/topics", "/api/topics/topic000", "/api/topics/topic000/ch0000", "/api/nodes", "/api/nodes/" + node, "/api/counter"}
+}
+
+// waitFirstPoll waits until the stats poller, which starts with the admin,
+// has recorded once, so it cannot add to a page's request counts.
+func waitFirstPoll(tb testing.TB, a *Admin) {
+	tb.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		a.history.mu.Lock()
+		n := len(a.history.series)
+		a.history.mu.Unlock()
+		if n > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			tb.Fatal("the first stats poll did not finish within 20s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

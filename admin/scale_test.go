@@ -35,11 +35,12 @@ func scaleChannelsPerTopic() int {
 func TestScale100Nodes1000Channels(t *testing.T) {
 	perTopic := scaleChannelsPerTopic()
 	fc := newFakeCluster(t, scaleNodes, scaleTopics, perTopic, scaleClients)
-	_, base := startAdmin(t, func(o *Options) {
+	a, base := startAdmin(t, func(o *Options) {
 		o.NSQLookupdHTTPAddresses = []string{fc.lookupd.Listener.Addr().String()}
 		o.NodeConcurrency = scaleLimit
 		o.MaxClientRows = 50
 	})
+	waitFirstPoll(t, a)
 	node := fc.nodes[7].srv.Listener.Addr().String()
 	// The HTML pages only: each API answer is the same view as its page
 	// (query.go), and the race detector makes each view cost seconds here.
@@ -122,9 +123,10 @@ func TestDeadAndSlowNodesAreBadges(t *testing.T) {
 // (2 clients each); ns/op is the time a person waits for the page.
 func BenchmarkPages(b *testing.B) {
 	fc := newFakeCluster(b, scaleNodes, scaleTopics, scaleChannels, scaleClients)
-	_, base := startAdmin(b, func(o *Options) {
+	a, base := startAdmin(b, func(o *Options) {
 		o.NSQLookupdHTTPAddresses = []string{fc.lookupd.Listener.Addr().String()}
 	})
+	waitFirstPoll(b, a)
 	node := fc.nodes[7].srv.Listener.Addr().String()
 	for _, p := range pagePaths(node) {
 		b.Run(strings.ReplaceAll(strings.TrimPrefix(p, "/"), "/", "_"), func(b *testing.B) {

@@ -88,7 +88,8 @@ func (h *history) record(at time.Time, topics []*TopicStats) {
 		for _, c := range t.Channels {
 			inFlight += c.InFlightCount
 		}
-		put(seriesKey(t.TopicName, ""), sample{at, t.MessageCount, t.Depth, inFlight})
+		// A topic's backlog is its own depth plus its channels': what waits.
+		put(seriesKey(t.TopicName, ""), sample{at, t.MessageCount, t.Depth + t.ChannelDepth(), inFlight})
 	}
 	for _, t := range topics {
 		for _, c := range t.Channels {
@@ -175,9 +176,13 @@ func (h *history) graphs(topic, channel string) []graph {
 		depth[i], inFlight[i] = float64(s.depth), float64(s.inFlight)
 	}
 	span := ss[len(ss)-1].at.Sub(ss[0].at).Round(time.Second)
+	depthTitle := "Depth"
+	if channel == "" {
+		depthTitle = "Backlog (topic + channels)"
+	}
 	return []graph{
 		drawGraph("Message rate (msgs/s)", rates, span),
-		drawGraph("Depth", depth, span),
+		drawGraph(depthTitle, depth, span),
 		drawGraph("In flight", inFlight, span),
 	}
 }

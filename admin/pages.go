@@ -272,7 +272,7 @@ func (a *Admin) channelPage(w http.ResponseWriter, req *http.Request, topic, cha
 		return
 	}
 	if cs == nil {
-		a.renderErr(w, req, fmt.Errorf("channel %s/%s not found on any node", topic, channel), errs)
+		a.renderErr(w, req, httpapi.Err{Code: http.StatusNotFound, Text: fmt.Sprintf("channel %s/%s not found on any node", topic, channel)}, errs)
 		return
 	}
 	page, _ := strconv.Atoi(req.URL.Query().Get("page"))

@@ -72,6 +72,20 @@ func TestActionsChangeNSQD(t *testing.T) {
 		t.Errorf("topic not deleted from nsqd")
 	}
 
+	// Tombstoning a node for a topic hides it in nsqlookupd and deletes the
+	// topic from that node.
+	makeTopic(t, c, "stones", "ch", 1)
+	act(http.MethodDelete, "/api/nodes/"+c.nsqdHTP, map[string]string{"topic": "stones"})
+	if ts := findStats(t, c.nsqdHTP, "stones", ""); ts != nil {
+		t.Errorf("tombstoned topic still on nsqd")
+	}
+	if code, body := do(t, http.MethodDelete, base+"/api/nodes/"+c.nsqdHTP, map[string]string{"topic": "bad topic"}); code != 400 || !strings.Contains(body, "INVALID_TOPIC") {
+		t.Errorf("tombstone with a bad topic = %d %s", code, body)
+	}
+	if code, body := do(t, http.MethodGet, base+"/topics/stones/nochannel", nil); code != 404 {
+		t.Errorf("page of a missing channel = %d %.100s, want 404", code, body)
+	}
+
 	for _, tc := range []struct {
 		method, path string
 		body         any

@@ -156,3 +156,42 @@ func TestBinary(t *testing.T) {
 		t.Errorf("exit after SIGTERM: %v", err)
 	}
 }
+
+// TestNSQConfigKeys: a config file with every key NSQ v1.3.0's nsqadmin
+// reads loads here too, with the same meaning.
+func TestNSQConfigKeys(t *testing.T) {
+	path := writeFile(t, `
+log_level = "warn"
+log_prefix = "[admin] "
+acl_http_header = "X-Remote-User"
+admin_users = ["admin"]
+allow_config_from_cidr = "10.0.0.0/8"
+base_path = "/nsq"
+http_client_connect_timeout = "3s"
+http_client_request_timeout = "7s"
+http_client_tls_cert = ""
+http_client_tls_insecure_skip_verify = true
+http_client_tls_key = ""
+http_client_tls_root_ca_file = ""
+http_address = "127.0.0.1:4171"
+graphite_url = "http://graphite"
+proxy_graphite = true
+statsd_prefix = "nsq.%s"
+statsd_counter_format = "stats.counters.%s.count"
+statsd_gauge_format = "stats.gauges.%s"
+statsd_interval = "60s"
+notification_http_endpoint = "http://hook"
+nsqlookupd_http_addresses = ["127.0.0.1:4161"]
+nsqd_http_addresses = []
+dev_static_dir = ""
+`)
+	opts, _, err := parseArgs([]string{"--config=" + path}, io.Discard)
+	if err != nil {
+		t.Fatalf("NSQ's keys: %v", err)
+	}
+	if opts.LogLevel != "warn" || opts.ACLHTTPHeader != "X-Remote-User" || opts.AdminUsers[0] != "admin" ||
+		opts.HTTPClientRequestTimeout != 7*time.Second || !opts.HTTPClientTLSInsecureSkipVerify || !opts.ProxyGraphite ||
+		opts.BasePath != "/nsq" || opts.NotificationHTTPEndpoint != "http://hook" {
+		t.Errorf("options = %+v", opts)
+	}
+}

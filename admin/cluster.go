@@ -415,18 +415,24 @@ func (c *cluster) nsqdTopicProducers(ctx context.Context, topic string, nsqds []
 // nodeInfos fills in each producer's memory-limit state from its /info.
 // A node that does not answer keeps none and is reported.
 func (c *cluster) nodeInfos(ctx context.Context, producers []*Producer) []NodeError {
-	_, errs := fanOut(ctx, c.limit, httpAddrs(producers), func(ctx context.Context, addr string) (struct{}, error) {
+	type answer struct {
+		addr   string
+		limits *MemoryLimits
+	}
+	answers, errs := fanOut(ctx, c.limit, httpAddrs(producers), func(ctx context.Context, addr string) (answer, error) {
 		var info nsqdInfo
-		if err := c.get(ctx, "nsqd", addr, "/info", &info); err != nil {
-			return struct{}{}, err
-		}
-		for _, p := range producers {
-			if p.HTTPAddress() == addr {
-				p.MemoryLimits = info.MemoryLimits // each goroutine writes its own producer
-			}
-		}
-		return struct{}{}, nil
+		err := c.get(ctx, "nsqd", addr, "/info", &info)
+		return answer{addr, info.MemoryLimits}, err
 	})
+	byAddr := make(map[string]*MemoryLimits, len(answers))
+	for _, a := range answers {
+		byAddr[a.addr] = a.limits
+	}
+	for _, p := range producers {
+		if l, ok := byAddr[p.HTTPAddress()]; ok {
+			p.MemoryLimits = l
+		}
+	}
 	return errs
 }
 

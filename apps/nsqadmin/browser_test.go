@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -272,4 +273,19 @@ func TestBrowser(t *testing.T) {
 		t.Errorf("nsqlookupd does not list the topic created from the page: %s", body)
 	}
 	b.screenshot("lookup-created")
+
+	// A dead node is a badge on an otherwise complete page.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := l.Addr().String()
+	l.Close()
+	b.base = startAdmin(t, c, func(o *admin.Options) {
+		o.NSQLookupdHTTPAddresses = nil
+		o.NSQDHTTPAddresses = []string{c.nsqdHTP, dead}
+	})
+	b.open("/")
+	b.see("dead node", "1 daemon did not answer", dead+" down", "orders")
+	b.screenshot("dead-node-badge")
 }

@@ -34,6 +34,7 @@ type Admin struct {
 	metrics  *metrics
 	notifier *notifier
 	history  *history
+	snaps    snapshots
 	pages    *pages
 
 	listener net.Listener

@@ -230,6 +230,7 @@ func (a *Admin) create(req *http.Request, topic, channel string) ([]NodeError, e
 		return nil, httpapi.Err{Code: http.StatusBadRequest, Text: "INVALID_CHANNEL"}
 	}
 	errs := a.createTopic(req.Context(), topic, channel)
+	a.invalidate()
 	a.notifier.notify("create_topic", topic, "", "", req)
 	if channel != "" {
 		a.notifier.notify("create_channel", topic, channel, "", req)
@@ -267,6 +268,7 @@ func (a *Admin) act(req *http.Request, action, topic, channel string) ([]NodeErr
 	default:
 		return nil, httpapi.Err{Code: http.StatusBadRequest, Text: "INVALID_ACTION"}
 	}
+	a.invalidate()
 	if err != nil {
 		return errs, apiErr(err)
 	}
@@ -311,6 +313,7 @@ func (a *Admin) tombstoneNode(req *http.Request, topic, node string) ([]NodeErro
 		return nil, httpapi.Err{Code: http.StatusBadRequest, Text: "INVALID_TOPIC"}
 	}
 	errs := a.tombstone(req.Context(), topic, node)
+	a.invalidate()
 	a.notifier.notify("tombstone_topic_producer", topic, "", node, req)
 	return errs, nil
 }

@@ -113,39 +113,22 @@ func (h *history) samples(topic, channel string) []sample {
 	return r.samples()
 }
 
-// pollStats records the cluster's stats every StatsInterval until ctx ends.
+// pollStats polls the cluster every StatsInterval until ctx ends (unless
+// a page has just done so).
 func (a *Admin) pollStats(ctx context.Context) {
-	t := time.NewTicker(a.opts.Load().StatsInterval)
+	interval := a.opts.Load().StatsInterval
+	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
-		a.pollOnce(ctx)
+		if _, err := a.clusterSnapshot(ctx, interval/2); err != nil && ctx.Err() == nil {
+			a.logger.Debug("stats poll failed", "err", err)
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
 	}
-}
-
-func (a *Admin) pollOnce(ctx context.Context) {
-	start := time.Now()
-	ctx, cancel := context.WithTimeout(ctx, a.opts.Load().StatsInterval)
-	defer cancel()
-	topics, ps, errs, err := a.allStats(ctx)
-	a.metrics.polls.Observe(time.Since(start).Seconds())
-	a.metrics.nodesDown.Set(float64(len(errs)))
-	if err != nil {
-		a.logger.Debug("stats poll failed", "err", err)
-		return
-	}
-	a.history.record(start, topics)
-	channels := 0
-	for _, t := range topics {
-		channels += len(t.Channels)
-	}
-	a.metrics.nodes.Set(float64(len(ps)))
-	a.metrics.topics.Set(float64(len(topics)))
-	a.metrics.channels.Set(float64(channels))
 }
 
 // graph is one drawn series for a page.

@@ -14,6 +14,7 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/julienschmidt/httprouter"
 
@@ -206,17 +207,18 @@ func (a *Admin) page(w http.ResponseWriter, req *http.Request, ps httprouter.Par
 }
 
 func (a *Admin) topicsPage(w http.ResponseWriter, req *http.Request) {
-	topics, ps, errs, err := a.allStats(req.Context())
+	snap, err := a.clusterSnapshot(req.Context(), a.opts.Load().StatsInterval)
 	if err != nil {
-		a.renderErr(w, req, err, errs)
+		a.renderErr(w, req, err, nil)
 		return
 	}
 	v := a.newView(req, "Topics", "topics")
-	v.Errors = errs
+	v.Errors = snap.errs
 	v.Data = struct {
 		Topics []*TopicStats
 		Nodes  int
-	}{topics, len(ps)}
+		Age    time.Duration
+	}{snap.topics, snap.nodes, time.Since(snap.at).Round(time.Second)}
 	a.render(w, http.StatusOK, "topics", v)
 }
 
@@ -319,14 +321,14 @@ func (a *Admin) nodePage(w http.ResponseWriter, req *http.Request, node string) 
 }
 
 func (a *Admin) counterPage(w http.ResponseWriter, req *http.Request) {
-	_, total, errs, err := a.counter(req.Context())
+	snap, err := a.clusterSnapshot(req.Context(), a.opts.Load().StatsInterval)
 	if err != nil {
-		a.renderErr(w, req, err, errs)
+		a.renderErr(w, req, err, nil)
 		return
 	}
 	v := a.newView(req, "Messages processed", "counter")
-	v.Errors = errs
-	v.Data = total
+	v.Errors = snap.errs
+	v.Data = snap.messages
 	a.render(w, http.StatusOK, "counter", v)
 }
 

@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"os"
@@ -120,7 +121,9 @@ func TestDeadAndSlowNodesAreBadges(t *testing.T) {
 }
 
 // BenchmarkPages renders each page over 100 fake nodes × 1,000 channels
-// (2 clients each); ns/op is the time a person waits for the page.
+// (2 clients each); ns/op is the time a person waits for the page. The
+// topics and counter pages come from the latest poll; "poll" is what a
+// poll costs (every --stats-interval, and the first page after an action).
 func BenchmarkPages(b *testing.B) {
 	fc := newFakeCluster(b, scaleNodes, scaleTopics, scaleChannels, scaleClients)
 	a, base := startAdmin(b, func(o *Options) {
@@ -128,6 +131,13 @@ func BenchmarkPages(b *testing.B) {
 	})
 	waitFirstPoll(b, a)
 	node := fc.nodes[7].srv.Listener.Addr().String()
+	b.Run("poll", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := a.poll(context.Background()); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 	for _, p := range pagePaths(node) {
 		b.Run(strings.ReplaceAll(strings.TrimPrefix(p, "/"), "/", "_"), func(b *testing.B) {
 			for b.Loop() {

@@ -244,6 +244,9 @@ func TestBrowser(t *testing.T) {
 	if ts := findStats(t, c.nsqdHTP, "events", ""); ts != nil {
 		t.Errorf("after clicking Delete topic, nsqd still has the topic")
 	}
+	if b.eval(`document.querySelector('#live table').textContent.includes('events') ? 'listed' : ''`) != "" {
+		t.Errorf("the topics page still lists the deleted topic (a stale snapshot)")
+	}
 	b.screenshot("topics-after-delete")
 
 	// Keyboard: the first Tab reaches the skip link, Enter moves focus to

@@ -3,6 +3,8 @@ package admin
 import (
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -55,5 +57,24 @@ func TestFormatting(t *testing.T) {
 	}
 	if got := formatBytes(uint64(3 << 20)); got != "3.0 MiB" {
 		t.Errorf("formatBytes = %q", got)
+	}
+}
+
+// TestDevStaticDir: --dev-static-dir serves /static/* from a folder.
+func TestDevStaticDir(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "admin.css"), []byte("body{}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fc := newFakeCluster(t, 1, 1, 1, 0)
+	_, base := startAdmin(t, func(o *Options) {
+		o.NSQLookupdHTTPAddresses = []string{fc.lookupd.Listener.Addr().String()}
+		o.DevStaticDir = dir
+	})
+	if code, body := get(t, base+"/static/admin.css"); code != 200 || body != "body{}" {
+		t.Errorf("dev static file = %d %q", code, body)
+	}
+	if code, _ := get(t, base+"/static/htmx.min.js"); code != 404 {
+		t.Errorf("a file missing from the dev dir = %d, want 404", code)
 	}
 }

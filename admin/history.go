@@ -10,9 +10,9 @@ import (
 )
 
 // maxSeries bounds the graphs' memory: beyond it new channels get no
-// history (topics are recorded first). With the default 360 samples a
-// series costs ~12 KB, so the cap is ~240 MB at most; a cluster of 1,000
-// channels uses ~12 MB.
+// history (topics are recorded first). A sample is 40 bytes, so with the
+// default 360 samples a full series costs ~14 KB: a cluster of 1,000
+// channels ~14 MB, the cap ~290 MB.
 const maxSeries = 20000
 
 // sample is one poll of a topic or channel, summed over its nodes.
@@ -23,25 +23,30 @@ type sample struct {
 	inFlight int64
 }
 
-// ring keeps the last len(buf) samples of one topic or channel.
+// maxSamples caps a series (24 hours at the default 10 s interval), however
+// long --stats-history is for --stats-interval.
+const maxSamples = 8640
+
+// ring keeps the last capacity samples of one topic or channel. It grows
+// as samples arrive, so a young or short-lived series costs little.
 type ring struct {
-	buf  []sample
-	next int
-	full bool
-	seen uint64 // poll generation that last touched it
+	buf      []sample
+	capacity int
+	next     int // where the next sample goes once buf is full
+	seen     uint64
 }
 
 func (r *ring) add(s sample) {
+	if len(r.buf) < r.capacity {
+		r.buf = append(r.buf, s)
+		return
+	}
 	r.buf[r.next] = s
-	r.next = (r.next + 1) % len(r.buf)
-	r.full = r.full || r.next == 0
+	r.next = (r.next + 1) % r.capacity
 }
 
 // samples returns the kept samples, oldest first.
 func (r *ring) samples() []sample {
-	if !r.full {
-		return append([]sample(nil), r.buf[:r.next]...)
-	}
 	return append(append([]sample(nil), r.buf[r.next:]...), r.buf[:r.next]...)
 }
 
@@ -55,7 +60,7 @@ type history struct {
 }
 
 func newHistory(capacity int) *history {
-	return &history{capacity: max(capacity, 2), series: make(map[string]*ring)}
+	return &history{capacity: min(max(capacity, 2), maxSamples), series: make(map[string]*ring)}
 }
 
 func seriesKey(topic, channel string) string {
@@ -77,7 +82,7 @@ func (h *history) record(at time.Time, topics []*TopicStats) {
 			if len(h.series) >= maxSeries {
 				return
 			}
-			r = &ring{buf: make([]sample, h.capacity)}
+			r = &ring{capacity: h.capacity}
 			h.series[key] = r
 		}
 		r.seen = h.gen

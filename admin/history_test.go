@@ -60,6 +60,17 @@ func TestHistoryCounterReset(t *testing.T) {
 	}
 }
 
+func TestHistorySampleCap(t *testing.T) {
+	h := newHistory(1 << 30)
+	if h.capacity != maxSamples {
+		t.Errorf("capacity %d, want the cap %d", h.capacity, maxSamples)
+	}
+	h.record(time.Now(), []*TopicStats{topicSample("t", 1, 1)})
+	if got := cap(h.series["t"].buf); got > 16 {
+		t.Errorf("a series with one sample holds room for %d", got)
+	}
+}
+
 func TestHistorySeriesCap(t *testing.T) {
 	h := newHistory(2)
 	var topics []*TopicStats

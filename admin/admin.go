@@ -140,8 +140,13 @@ func (a *Admin) isAdmin(req *http.Request) bool {
 	return false
 }
 
+// mayAct reports whether req may change the cluster: an admin (isAdmin),
+// and not a request a browser sent from another site.
+func (a *Admin) mayAct(req *http.Request) bool { return a.isAdmin(req) && sameOrigin(req) }
+
 // sameOrigin rejects requests a browser sent from another site, so a page
-// elsewhere cannot make an admin's browser press our buttons.
+// elsewhere cannot make an admin's browser press our buttons or call the
+// API (a text/plain POST needs no CORS preflight). Scripts send no Origin.
 func sameOrigin(req *http.Request) bool {
 	if req.Header.Get("Sec-Fetch-Site") == "cross-site" {
 		return false

@@ -204,7 +204,7 @@ func readJSON(req *http.Request, v any) error {
 }
 
 func (a *Admin) apiCreate(_ http.ResponseWriter, req *http.Request, _ httprouter.Params) (any, error) {
-	if !a.isAdmin(req) {
+	if !a.mayAct(req) {
 		return nil, errForbidden
 	}
 	var body struct {
@@ -239,7 +239,7 @@ func (a *Admin) create(req *http.Request, topic, channel string) ([]NodeError, e
 }
 
 func (a *Admin) apiAction(_ http.ResponseWriter, req *http.Request, ps httprouter.Params) (any, error) {
-	if !a.isAdmin(req) {
+	if !a.mayAct(req) {
 		return nil, errForbidden
 	}
 	var body struct {
@@ -281,7 +281,7 @@ func (a *Admin) act(req *http.Request, action, topic, channel string) ([]NodeErr
 }
 
 func (a *Admin) apiDelete(_ http.ResponseWriter, req *http.Request, ps httprouter.Params) (any, error) {
-	if !a.isAdmin(req) {
+	if !a.mayAct(req) {
 		return nil, errForbidden
 	}
 	errs, err := a.act(req, "delete", ps.ByName("topic"), ps.ByName("channel"))
@@ -292,7 +292,7 @@ func (a *Admin) apiDelete(_ http.ResponseWriter, req *http.Request, ps httproute
 }
 
 func (a *Admin) apiTombstone(_ http.ResponseWriter, req *http.Request, ps httprouter.Params) (any, error) {
-	if !a.isAdmin(req) {
+	if !a.mayAct(req) {
 		return nil, errForbidden
 	}
 	var body struct {

@@ -347,11 +347,7 @@ func (a *Admin) lookupPage(w http.ResponseWriter, req *http.Request) {
 // formAction handles the pages' buttons (plain form posts, boosted by
 // htmx): it runs the action and redirects back with a message.
 func (a *Admin) formAction(w http.ResponseWriter, req *http.Request, ps httprouter.Params) {
-	if !sameOrigin(req) {
-		a.renderErr(w, req, errForbidden, nil)
-		return
-	}
-	if !a.isAdmin(req) {
+	if !a.mayAct(req) {
 		a.renderErr(w, req, errForbidden, nil)
 		return
 	}

@@ -28,6 +28,38 @@ func TestCrossSiteFormPostRefused(t *testing.T) {
 		if posts := fc.nodes[0].posts.Load(); resp.StatusCode != http.StatusForbidden || posts != 0 {
 			t.Errorf("cross-site post with %v = %d (%d posts to the node), want 403 and none", h, resp.StatusCode, posts)
 		}
+		// The JSON API too: a cross-site text/plain POST needs no preflight.
+		req, _ = http.NewRequest(http.MethodPost, base+"/api/topics/topic000", strings.NewReader(`{"action":"empty"}`))
+		req.Header.Set("Content-Type", "text/plain")
+		for k, v := range h {
+			req.Header.Set(k, v)
+		}
+		resp, err = http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if posts := fc.nodes[0].posts.Load(); resp.StatusCode != http.StatusForbidden || posts != 0 {
+			t.Errorf("cross-site API post with %v = %d (%d posts to the node), want 403 and none", h, resp.StatusCode, posts)
+		}
+	}
+	// A same-origin browser request and a script (no Origin) may act.
+	for _, origin := range []string{base, ""} {
+		req, _ := http.NewRequest(http.MethodPost, base+"/api/topics/topic000", strings.NewReader(`{"action":"empty"}`))
+		if origin != "" {
+			req.Header.Set("Origin", origin)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("API post with Origin %q = %d, want 200", origin, resp.StatusCode)
+		}
+	}
+	if fc.nodes[0].posts.Load() != 2 {
+		t.Errorf("%d posts reached the node, want the 2 allowed ones", fc.nodes[0].posts.Load())
 	}
 }
 

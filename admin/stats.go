@@ -252,6 +252,7 @@ type MemoryLimits struct {
 	SoftLimit        uint64 `json:"soft_limit_bytes"`
 	Usage            uint64 `json:"usage_bytes"`
 	QueueBytes       int64  `json:"memory_queue_bytes"`
+	InFlightBytes    int64  `json:"in_flight_bytes"`
 	MaxQueueBytes    int64  `json:"max_memory_queue_bytes"`
 	DeferredBytes    int64  `json:"deferred_bytes"`
 	MaxDeferredBytes int64  `json:"max_deferred_bytes"`

@@ -369,14 +369,18 @@ func nsqdProducer(addr string, info nsqdInfo, names topicNames) *Producer {
 }
 
 // nsqdProducers asks each configured nsqd about itself (--nsqd-http-address
-// mode, where there is no nsqlookupd to ask).
-func (c *cluster) nsqdProducers(ctx context.Context, nsqds []string) ([]*Producer, []NodeError) {
+// mode, where there is no nsqlookupd to ask). Its topic list costs a whole
+// /stats, so it is fetched only when withTopics.
+func (c *cluster) nsqdProducers(ctx context.Context, nsqds []string, withTopics bool) ([]*Producer, []NodeError) {
 	out, errs := fanOut(ctx, c.limit, nsqds, func(ctx context.Context, addr string) (*Producer, error) {
 		var info nsqdInfo
 		if err := c.get(ctx, "nsqd", addr, "/info", &info); err != nil {
 			return nil, err
 		}
 		var names topicNames
+		if !withTopics {
+			return nsqdProducer(addr, info, names), nil
+		}
 		if err := c.get(ctx, "nsqd", addr, "/stats?format=json&include_clients=false", &names); err != nil {
 			return nil, err
 		}
@@ -419,7 +423,13 @@ func (c *cluster) nodeInfos(ctx context.Context, producers []*Producer) []NodeEr
 		addr   string
 		limits *MemoryLimits
 	}
-	answers, errs := fanOut(ctx, c.limit, httpAddrs(producers), func(ctx context.Context, addr string) (answer, error) {
+	var missing []*Producer // an nsqd-address cluster's nodes have it already
+	for _, p := range producers {
+		if p.MemoryLimits == nil {
+			missing = append(missing, p)
+		}
+	}
+	answers, errs := fanOut(ctx, c.limit, httpAddrs(missing), func(ctx context.Context, addr string) (answer, error) {
 		var info nsqdInfo
 		err := c.get(ctx, "nsqd", addr, "/info", &info)
 		return answer{addr, info.MemoryLimits}, err
@@ -428,7 +438,7 @@ func (c *cluster) nodeInfos(ctx context.Context, producers []*Producer) []NodeEr
 	for _, a := range answers {
 		byAddr[a.addr] = a.limits
 	}
-	for _, p := range producers {
+	for _, p := range missing {
 		if l, ok := byAddr[p.HTTPAddress()]; ok {
 			p.MemoryLimits = l
 		}

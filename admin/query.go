@@ -34,7 +34,7 @@ func (a *Admin) topicNames(ctx context.Context) ([]string, []NodeError, error) {
 		return topics, errs, a.upstream(len(l), errs, "topics")
 	}
 	n := a.nsqds()
-	ps, errs := a.cluster.nsqdProducers(ctx, n)
+	ps, errs := a.cluster.nsqdProducers(ctx, n, true)
 	var names []string
 	for _, p := range ps {
 		for _, t := range p.Topics {
@@ -47,12 +47,19 @@ func (a *Admin) topicNames(ctx context.Context) ([]string, []NodeError, error) {
 
 // producers lists every nsqd node.
 func (a *Admin) producers(ctx context.Context) ([]*Producer, []NodeError, error) {
+	return a.nodes(ctx, true)
+}
+
+// nodes lists every nsqd node; without withTopics, an nsqd-address
+// cluster's nodes come without their topic lists (for callers that fetch
+// the nodes' stats anyway).
+func (a *Admin) nodes(ctx context.Context, withTopics bool) ([]*Producer, []NodeError, error) {
 	if l := a.lookupds(); len(l) > 0 {
 		ps, errs := a.cluster.lookupdProducers(ctx, l)
 		return ps, errs, a.upstream(len(l), errs, "nodes")
 	}
 	n := a.nsqds()
-	ps, errs := a.cluster.nsqdProducers(ctx, n)
+	ps, errs := a.cluster.nsqdProducers(ctx, n, withTopics)
 	return ps, errs, a.upstream(len(n), errs, "nodes")
 }
 
@@ -122,7 +129,7 @@ func (a *Admin) channelStats(ctx context.Context, topic, channel string) (*Chann
 
 // allStats is every topic of every node, summed per topic (no clients).
 func (a *Admin) allStats(ctx context.Context) ([]*TopicStats, []*Producer, []NodeError, error) {
-	ps, errs, err := a.producers(ctx)
+	ps, errs, err := a.nodes(ctx, false)
 	if err != nil {
 		return nil, nil, errs, err
 	}
@@ -181,7 +188,7 @@ type counterStats struct {
 
 // counter gathers the per node/topic/channel message counts.
 func (a *Admin) counter(ctx context.Context) (map[string]*counterStats, int64, []NodeError, error) {
-	ps, errs, err := a.producers(ctx)
+	ps, errs, err := a.nodes(ctx, false)
 	if err != nil {
 		return nil, 0, errs, err
 	}
@@ -290,7 +297,7 @@ func (a *Admin) createTopic(ctx context.Context, topic, channel string) []NodeEr
 func (a *Admin) tombstone(ctx context.Context, topic, node string) []NodeError {
 	errs := a.cluster.postLookupds(ctx, a.lookupds(),
 		"/topic/tombstone?topic="+url.QueryEscape(topic)+"&node="+url.QueryEscape(node))
-	ps, perrs := a.cluster.nsqdProducers(ctx, []string{node})
+	ps, perrs := a.cluster.nsqdProducers(ctx, []string{node}, false)
 	errs = append(errs, perrs...)
 	return append(errs, a.cluster.postProducers(ctx, ps, "/topic/delete?topic="+url.QueryEscape(topic))...)
 }

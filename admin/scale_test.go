@@ -83,6 +83,34 @@ func TestScale100Nodes1000Channels(t *testing.T) {
 	if got := strings.Count(body, "badge-mem-normal"); got != scaleNodes {
 		t.Errorf("nodes page shows %d memory badges, want %d", got, scaleNodes)
 	}
+
+	// Without nsqlookupd (--nsqd-http-address), a poll and the counter
+	// answer also ask each node twice (/info and /stats).
+	var addrs []string
+	for _, n := range fc.nodes {
+		addrs = append(addrs, n.srv.Listener.Addr().String())
+	}
+	direct, directBase := startAdmin(t, func(o *Options) {
+		o.NSQDHTTPAddresses = addrs
+		o.NodeConcurrency = scaleLimit
+	})
+	waitFirstPoll(t, direct)
+	for _, p := range []string{"poll", "/api/counter"} {
+		fc.resetCounts()
+		if p == "poll" {
+			if _, err := direct.poll(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+		} else if code, _ := get(t, directBase+p); code != http.StatusOK {
+			t.Fatalf("GET %s = %d", p, code)
+		}
+		if got := fc.maxRequestsPerNode(); got > 2 {
+			t.Errorf("nsqd-address %s asked one node %d times, want at most 2", p, got)
+		}
+		if got := fc.peak.Load(); got > scaleLimit {
+			t.Errorf("nsqd-address %s had %d requests in flight, want at most %d", p, got, scaleLimit)
+		}
+	}
 }
 
 // TestDeadAndSlowNodesAreBadges registers a node that refuses connections

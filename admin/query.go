@@ -245,8 +245,8 @@ func (a *Admin) inactiveTopics(ctx context.Context) (map[string][]string, []Node
 	return out, append(errs, ferrs...), nil
 }
 
-// An action changes the cluster; apply runs it and reports the daemons
-// that failed.
+// The actions below change the cluster; each reports the daemons that
+// failed.
 
 // topicAction pauses, unpauses or empties topic (channel "") or one channel
 // on every node that carries the topic.

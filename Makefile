@@ -24,7 +24,7 @@ build:
 	done
 	@echo "built: $(APPS) $(BENCHES) -> ./$(BUILD)/"
 
-# Start nsqlookupd and nsqd on loopback with data under ./data; Ctrl-C stops both.
+# Start nsqlookupd, nsqd and nsqadmin on loopback with data under ./data; Ctrl-C stops them.
 run: build
 	@./scripts/run.sh
 
@@ -61,7 +61,7 @@ install: build
 	install -d $(DESTDIR)$(PREFIX)/bin
 	@for app in $(APPS); do install -m 0755 $(BUILD)/$$app $(DESTDIR)$(PREFIX)/bin/$$app || exit 1; done
 	install -d $(DESTDIR)$(PREFIX)/share/doc/nsq
-	install -m 0644 README.md ChangeLog.md contrib/nsqd.cfg.example contrib/nsqlookupd.cfg.example $(DESTDIR)$(PREFIX)/share/doc/nsq/
+	install -m 0644 README.md ChangeLog.md contrib/nsqd.cfg.example contrib/nsqlookupd.cfg.example contrib/nsqadmin.cfg.example $(DESTDIR)$(PREFIX)/share/doc/nsq/
 
 # A versioned tarball of every binary, built with -trimpath and the version stamped in.
 DIST := nsq-$(VERSION).$(shell $(GO) env GOOS)-$(shell $(GO) env GOARCH)

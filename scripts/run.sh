@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs a local nsqlookupd and nsqd on 127.0.0.1 with data under ./data.
+# Runs a local nsqlookupd, nsqd and nsqadmin on 127.0.0.1 with data under ./data.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p data
@@ -20,16 +20,35 @@ fi
 	--broadcast-address=127.0.0.1 --data-path=./data "${lookupd_args[@]}" &
 pids+=($!)
 
+admin_msg=""
+if [ -x build/nsqadmin ]; then
+	if [ ${#lookupd_args[@]} -gt 0 ]; then
+		admin_source=(--lookupd-http-address=127.0.0.1:4161)
+	else
+		admin_source=(--nsqd-http-address=127.0.0.1:4151)
+	fi
+	./build/nsqadmin --http-address=127.0.0.1:4171 "${admin_source[@]}" &
+	pids+=($!)
+	admin_msg="nsqadmin is up: http://127.0.0.1:4171/"
+fi
+
 for _ in $(seq 1 50); do
 	curl -fs http://127.0.0.1:4151/ping >/dev/null 2>&1 && break
 	sleep 0.1
 done
+if [ -n "$admin_msg" ]; then
+	for _ in $(seq 1 50); do
+		curl -fs http://127.0.0.1:4171/ping >/dev/null 2>&1 && break
+		sleep 0.1
+	done
+fi
 
-cat <<'MSG'
+cat <<MSG
 
 nsqd is up: TCP 127.0.0.1:4150, HTTP 127.0.0.1:4151, data in ./data
 nsqlookupd is up: TCP 127.0.0.1:4160, HTTP 127.0.0.1:4161
   curl -s 'http://127.0.0.1:4161/lookup?topic=test'
+${admin_msg}
 
 Publish:
   curl -d 'hello world' 'http://127.0.0.1:4151/pub?topic=test'
@@ -38,6 +57,6 @@ Consume (in another terminal):
 or watch depths:
   curl -s 'http://127.0.0.1:4151/stats?format=json'
 
-Ctrl-C stops both daemons.
+Ctrl-C stops them all.
 MSG
 wait

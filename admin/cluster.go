@@ -1,0 +1,485 @@
+package admin
+
+import (
+	"cmp"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// NodeError is a daemon that did not answer (or answered badly) while a
+// page or an API answer was put together. Pages show it as a badge.
+type NodeError struct {
+	Addr string
+	Err  error
+}
+
+func (e NodeError) Error() string { return e.Addr + ": " + e.Err.Error() }
+
+// errUpstream marks an answer for which not one daemon answered; the API
+// turns it into NSQ's 502 UPSTREAM_ERROR.
+var errUpstream = errors.New("no daemon answered")
+
+// cluster queries nsqlookupd and nsqd over HTTP. Each fan-out runs at most
+// limit requests at once, so a page over 100 nodes neither opens 100
+// connections in a burst nor waits for them one by one.
+type cluster struct {
+	client   *http.Client
+	limit    int
+	logger   *slog.Logger
+	observed func(kind string, err error) // metrics hook, called per request
+}
+
+func newHTTPClient(o *Options) (*http.Client, error) {
+	tlsConfig := &tls.Config{InsecureSkipVerify: o.HTTPClientTLSInsecureSkipVerify} //nolint:gosec // an explicit flag
+	if o.HTTPClientTLSCert != "" {
+		cert, err := tls.LoadX509KeyPair(o.HTTPClientTLSCert, o.HTTPClientTLSKey)
+		if err != nil {
+			return nil, fmt.Errorf("loading --http-client-tls-cert/--http-client-tls-key: %w", err)
+		}
+		tlsConfig.Certificates = []tls.Certificate{cert}
+	}
+	if o.HTTPClientTLSRootCAFile != "" {
+		pem, err := os.ReadFile(o.HTTPClientTLSRootCAFile)
+		if err != nil {
+			return nil, fmt.Errorf("reading --http-client-tls-root-ca-file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("no certificate in %s", o.HTTPClientTLSRootCAFile)
+		}
+		tlsConfig.RootCAs = pool
+	}
+	tr := &http.Transport{
+		Proxy:                 http.ProxyFromEnvironment,
+		DialContext:           (&net.Dialer{Timeout: o.HTTPClientConnectTimeout, KeepAlive: 30 * time.Second}).DialContext,
+		TLSClientConfig:       tlsConfig,
+		ResponseHeaderTimeout: o.HTTPClientRequestTimeout,
+		MaxIdleConnsPerHost:   4,
+		IdleConnTimeout:       90 * time.Second,
+	}
+	return &http.Client{Transport: tr, Timeout: o.HTTPClientRequestTimeout}, nil
+}
+
+// fanOut calls fn for every address, at most limit at once, and returns the
+// successful results in address order and the failures.
+func fanOut[T any](ctx context.Context, limit int, addrs []string, fn func(context.Context, string) (T, error)) ([]T, []NodeError) {
+	type result struct {
+		v   T
+		err error
+	}
+	results := make([]result, len(addrs))
+	sem := make(chan struct{}, limit)
+	var wg sync.WaitGroup
+	for i, addr := range addrs {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			results[i].err = ctx.Err()
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			v, err := fn(ctx, addr)
+			results[i] = result{v, err}
+		}()
+	}
+	wg.Wait()
+	var out []T
+	var errs []NodeError
+	for i, r := range results {
+		if r.err != nil {
+			errs = append(errs, NodeError{addrs[i], r.err})
+			continue
+		}
+		out = append(out, r.v)
+	}
+	return out, errs
+}
+
+// allFailed reports whether every one of n attempts failed.
+func allFailed(n int, errs []NodeError) bool { return n > 0 && len(errs) == n }
+
+func httpURL(addr, path string) string {
+	if strings.Contains(addr, "://") {
+		return addr + path
+	}
+	return "http://" + addr + path
+}
+
+// get fetches addr+path and decodes its JSON answer into v.
+func (c *cluster) get(ctx context.Context, kind, addr, path string, v any) error {
+	err := c.do(ctx, http.MethodGet, httpURL(addr, path), v)
+	c.observed(kind, err)
+	return err
+}
+
+// post sends an empty POST to addr+path (the daemons' action endpoints).
+func (c *cluster) post(ctx context.Context, kind, addr, path string) error {
+	err := c.do(ctx, http.MethodPost, httpURL(addr, path), nil)
+	c.observed(kind, err)
+	return err
+}
+
+// statusError is a daemon's non-200 answer.
+type statusError struct {
+	request string
+	code    int
+	body    string
+}
+
+func (e *statusError) Error() string {
+	return fmt.Sprintf("%s: status %d: %s", e.request, e.code, e.body)
+}
+
+// notFound treats nsqlookupd's 404 for an unknown topic as an empty answer:
+// a topic it has never heard of has no producers and no channels.
+func notFound(err error) error {
+	var se *statusError
+	if errors.As(err, &se) && se.code == http.StatusNotFound {
+		return nil
+	}
+	return err
+}
+
+// maxAnswer bounds a daemon's answer; a 10,000-channel /stats is ~2.5 MB.
+const maxAnswer = 256 << 20
+
+func (c *cluster) do(ctx context.Context, method, u string, v any) error {
+	req, err := http.NewRequestWithContext(ctx, method, u, nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Accept", "application/vnd.nsq; version=1.0")
+	c.logger.Debug("querying daemon", "method", method, "url", u)
+	resp, err := c.client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body := io.LimitReader(resp.Body, maxAnswer)
+	if resp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(io.LimitReader(body, 512))
+		return &statusError{fmt.Sprintf("%s %s", method, u), resp.StatusCode, strings.TrimSpace(string(msg))}
+	}
+	if v == nil {
+		_, _ = io.Copy(io.Discard, body)
+		return nil
+	}
+	if err := json.NewDecoder(body).Decode(v); err != nil {
+		return fmt.Errorf("%s %s: decoding answer: %w", method, u, err)
+	}
+	return nil
+}
+
+func sortedUnique(lists [][]string) []string {
+	var all []string
+	for _, l := range lists {
+		all = append(all, l...)
+	}
+	slices.Sort(all)
+	return slices.Compact(all)
+}
+
+// lookupdTopics is the union of the topics every nsqlookupd knows.
+func (c *cluster) lookupdTopics(ctx context.Context, lookupds []string) ([]string, []NodeError) {
+	lists, errs := fanOut(ctx, c.limit, lookupds, func(ctx context.Context, addr string) ([]string, error) {
+		var r struct {
+			Topics []string `json:"topics"`
+		}
+		return r.Topics, c.get(ctx, "nsqlookupd", addr, "/topics", &r)
+	})
+	return sortedUnique(lists), errs
+}
+
+// lookupdChannels is the union of topic's channels over every nsqlookupd.
+func (c *cluster) lookupdChannels(ctx context.Context, topic string, lookupds []string) ([]string, []NodeError) {
+	lists, errs := fanOut(ctx, c.limit, lookupds, func(ctx context.Context, addr string) ([]string, error) {
+		var r struct {
+			Channels []string `json:"channels"`
+		}
+		return r.Channels, notFound(c.get(ctx, "nsqlookupd", addr, "/channels?topic="+url.QueryEscape(topic), &r))
+	})
+	return sortedUnique(lists), errs
+}
+
+// lookupdProducers merges every nsqlookupd's /nodes: one Producer per nsqd,
+// with the lookupd/remote-address pair of each registration.
+func (c *cluster) lookupdProducers(ctx context.Context, lookupds []string) ([]*Producer, []NodeError) {
+	type answer struct {
+		addr      string
+		producers []lookupdProducer
+	}
+	answers, errs := fanOut(ctx, c.limit, lookupds, func(ctx context.Context, addr string) (answer, error) {
+		var r struct {
+			Producers []lookupdProducer `json:"producers"`
+		}
+		err := c.get(ctx, "nsqlookupd", addr, "/nodes", &r)
+		return answer{addr, r.Producers}, err
+	})
+	byAddr := make(map[string]*Producer)
+	var out []*Producer
+	for _, a := range answers {
+		for _, lp := range a.producers {
+			p := lp.producer()
+			if have, ok := byAddr[p.tcpAddress()]; ok {
+				p = have
+			} else {
+				byAddr[p.tcpAddress()] = p
+				out = append(out, p)
+			}
+			p.RemoteAddresses = append(p.RemoteAddresses, a.addr+"/"+cmp.Or(lp.RemoteAddress, "N/A"))
+		}
+	}
+	markOutOfDate(out)
+	sortProducers(out)
+	return out, errs
+}
+
+// lookupdTopicProducers lists the nsqd nodes that carry topic.
+func (c *cluster) lookupdTopicProducers(ctx context.Context, topic string, lookupds []string) ([]*Producer, []NodeError) {
+	lists, errs := fanOut(ctx, c.limit, lookupds, func(ctx context.Context, addr string) ([]lookupdProducer, error) {
+		var r struct {
+			Producers []lookupdProducer `json:"producers"`
+		}
+		return r.Producers, notFound(c.get(ctx, "nsqlookupd", addr, "/lookup?topic="+url.QueryEscape(topic), &r))
+	})
+	seen := make(map[string]bool)
+	var out []*Producer
+	for _, l := range lists {
+		for _, lp := range l {
+			p := lp.producer()
+			if !seen[p.HTTPAddress()] {
+				seen[p.HTTPAddress()] = true
+				out = append(out, p)
+			}
+		}
+	}
+	sortProducers(out)
+	return out, errs
+}
+
+// nsqdInfo is what nodes' /info tells nsqadmin.
+type nsqdInfo struct {
+	Version          string        `json:"version"`
+	BroadcastAddress string        `json:"broadcast_address"`
+	Hostname         string        `json:"hostname"`
+	HTTPPort         int           `json:"http_port"`
+	TCPPort          int           `json:"tcp_port"`
+	MemoryLimits     *MemoryLimits `json:"memory_limits"`
+}
+
+// topicNames is the part of nsqd's /stats that lists its topics.
+type topicNames struct {
+	Topics []struct {
+		Name string `json:"topic_name"`
+	} `json:"topics"`
+}
+
+// nsqdProducer builds a Producer from a node's /info and topic list. addr
+// fills in what an old nsqd's /info leaves out.
+func nsqdProducer(addr string, info nsqdInfo, names topicNames) *Producer {
+	if info.BroadcastAddress == "" {
+		host, port, _ := net.SplitHostPort(addr)
+		info.BroadcastAddress = host
+		info.HTTPPort, _ = strconv.Atoi(port)
+	}
+	if info.Hostname == "" {
+		info.Hostname, _, _ = net.SplitHostPort(addr)
+	}
+	p := &Producer{
+		Version: info.Version, BroadcastAddress: info.BroadcastAddress, Hostname: info.Hostname,
+		HTTPPort: info.HTTPPort, TCPPort: info.TCPPort, MemoryLimits: info.MemoryLimits,
+	}
+	for _, t := range names.Topics {
+		p.Topics = append(p.Topics, ProducerTopic{Topic: t.Name})
+	}
+	return p
+}
+
+// nsqdProducers asks each configured nsqd about itself (--nsqd-http-address
+// mode, where there is no nsqlookupd to ask). Its topic list costs a whole
+// /stats, so it is fetched only when withTopics.
+func (c *cluster) nsqdProducers(ctx context.Context, nsqds []string, withTopics bool) ([]*Producer, []NodeError) {
+	out, errs := fanOut(ctx, c.limit, nsqds, func(ctx context.Context, addr string) (*Producer, error) {
+		var info nsqdInfo
+		if err := c.get(ctx, "nsqd", addr, "/info", &info); err != nil {
+			return nil, err
+		}
+		var names topicNames
+		if !withTopics {
+			return nsqdProducer(addr, info, names), nil
+		}
+		if err := c.get(ctx, "nsqd", addr, "/stats?format=json&include_clients=false", &names); err != nil {
+			return nil, err
+		}
+		return nsqdProducer(addr, info, names), nil
+	})
+	markOutOfDate(out)
+	sortProducers(out)
+	return out, errs
+}
+
+// nsqdTopicProducers lists the configured nsqd nodes that carry topic.
+func (c *cluster) nsqdTopicProducers(ctx context.Context, topic string, nsqds []string) ([]*Producer, []NodeError) {
+	found, errs := fanOut(ctx, c.limit, nsqds, func(ctx context.Context, addr string) (*Producer, error) {
+		var names topicNames
+		if err := c.get(ctx, "nsqd", addr, "/stats?format=json&include_clients=false&topic="+url.QueryEscape(topic), &names); err != nil {
+			return nil, err
+		}
+		if !slices.ContainsFunc(names.Topics, func(t struct {
+			Name string `json:"topic_name"`
+		}) bool {
+			return t.Name == topic
+		}) {
+			return nil, nil
+		}
+		var info nsqdInfo
+		if err := c.get(ctx, "nsqd", addr, "/info", &info); err != nil {
+			return nil, err
+		}
+		return nsqdProducer(addr, info, names), nil
+	})
+	out := slices.DeleteFunc(found, func(p *Producer) bool { return p == nil })
+	sortProducers(out)
+	return out, errs
+}
+
+// nodeInfos fills in each producer's memory-limit state from its /info.
+// A node that does not answer keeps none and is reported.
+func (c *cluster) nodeInfos(ctx context.Context, producers []*Producer) []NodeError {
+	type answer struct {
+		addr   string
+		limits *MemoryLimits
+	}
+	var missing []*Producer // an nsqd-address cluster's nodes have it already
+	for _, p := range producers {
+		if p.MemoryLimits == nil {
+			missing = append(missing, p)
+		}
+	}
+	answers, errs := fanOut(ctx, c.limit, httpAddrs(missing), func(ctx context.Context, addr string) (answer, error) {
+		var info nsqdInfo
+		err := c.get(ctx, "nsqd", addr, "/info", &info)
+		return answer{addr, info.MemoryLimits}, err
+	})
+	byAddr := make(map[string]*MemoryLimits, len(answers))
+	for _, a := range answers {
+		byAddr[a.addr] = a.limits
+	}
+	for _, p := range missing {
+		if l, ok := byAddr[p.HTTPAddress()]; ok {
+			p.MemoryLimits = l
+		}
+	}
+	return errs
+}
+
+// statsQuery selects what nodeStats asks each nsqd for.
+type statsQuery struct {
+	topic, channel string
+	clients        bool
+}
+
+func (q statsQuery) path() string {
+	p := "/stats?format=json"
+	if q.topic != "" {
+		p += "&topic=" + url.QueryEscape(q.topic)
+		if q.channel != "" {
+			p += "&channel=" + url.QueryEscape(q.channel)
+		}
+	}
+	if !q.clients {
+		p += "&include_clients=false"
+	}
+	return p
+}
+
+// nodeStats fetches the stats of every producer and returns one TopicStats
+// per node and topic, with node, hostname and memory depths filled in.
+func (c *cluster) nodeStats(ctx context.Context, producers []*Producer, q statsQuery) ([]*TopicStats, []NodeError) {
+	lists, errs := fanOut(ctx, c.limit, httpAddrs(producers), func(ctx context.Context, addr string) ([]*TopicStats, error) {
+		var r struct {
+			Topics []*TopicStats `json:"topics"`
+		}
+		if err := c.get(ctx, "nsqd", addr, q.path(), &r); err != nil {
+			return nil, err
+		}
+		hostname := hostnameOf(producers, addr)
+		topics := r.Topics[:0]
+		for _, t := range r.Topics {
+			if q.topic != "" && t.TopicName != q.topic {
+				continue
+			}
+			t.Node, t.Hostname = addr, hostname
+			t.MemoryDepth = t.Depth - t.BackendDepth
+			for _, ch := range t.Channels {
+				ch.Node, ch.Hostname, ch.TopicName = addr, hostname, t.TopicName
+				ch.MemoryDepth = ch.Depth - ch.BackendDepth
+				if q.channel != "" && ch.ChannelName != q.channel {
+					continue
+				}
+				now := time.Now().Truncate(time.Second)
+				for _, cl := range ch.Clients {
+					cl.Node = addr
+					cl.ConnectedDuration = now.Sub(time.Unix(cl.ConnectTs, 0))
+				}
+			}
+			topics = append(topics, t)
+		}
+		return topics, nil
+	})
+	var out []*TopicStats
+	for _, l := range lists {
+		out = append(out, l...)
+	}
+	return out, errs
+}
+
+// postLookupds sends POST path to every nsqlookupd.
+func (c *cluster) postLookupds(ctx context.Context, lookupds []string, path string) []NodeError {
+	_, errs := fanOut(ctx, c.limit, lookupds, func(ctx context.Context, addr string) (struct{}, error) {
+		return struct{}{}, c.post(ctx, "nsqlookupd", addr, path)
+	})
+	return errs
+}
+
+// postProducers sends POST path to every given nsqd.
+func (c *cluster) postProducers(ctx context.Context, producers []*Producer, path string) []NodeError {
+	_, errs := fanOut(ctx, c.limit, httpAddrs(producers), func(ctx context.Context, addr string) (struct{}, error) {
+		return struct{}{}, c.post(ctx, "nsqd", addr, path)
+	})
+	return errs
+}
+
+func httpAddrs(producers []*Producer) []string {
+	addrs := make([]string, len(producers))
+	for i, p := range producers {
+		addrs[i] = p.HTTPAddress()
+	}
+	return addrs
+}
+
+func hostnameOf(producers []*Producer, addr string) string {
+	for _, p := range producers {
+		if p.HTTPAddress() == addr {
+			return p.Hostname
+		}
+	}
+	return ""
+}

@@ -1,0 +1,178 @@
+package admin
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+const (
+	scaleNodes    = 100
+	scaleTopics   = 10
+	scaleChannels = 100 // per topic: 1,000 channels per node
+	scaleClients  = 2   // per channel
+	scaleLimit    = 8   // --node-concurrency
+)
+
+// scaleChannelsPerTopic is 100 (1,000 channels per node) with
+// NSQ_LONG_TESTS=1, else 20: the shape of the work checked is the same, and
+// the race detector makes the full size cost ~30 s.
+func scaleChannelsPerTopic() int {
+	if os.Getenv("NSQ_LONG_TESTS") == "1" {
+		return scaleChannels
+	}
+	return 20
+}
+
+// TestScale100Nodes1000Channels opens every page and API answer over 100
+// fake nodes of 1,000 channels each, and checks the shape of the work, not
+// its time (the time is BenchmarkPages): each node is asked at most twice
+// per page (/info and /stats), never more than --node-concurrency requests
+// are in flight, and the page shows the cluster's totals.
+func TestScale100Nodes1000Channels(t *testing.T) {
+	perTopic := scaleChannelsPerTopic()
+	fc := newFakeCluster(t, scaleNodes, scaleTopics, perTopic, scaleClients)
+	a, base := startAdmin(t, func(o *Options) {
+		o.NSQLookupdHTTPAddresses = []string{fc.lookupd.Listener.Addr().String()}
+		o.NodeConcurrency = scaleLimit
+		o.MaxClientRows = 50
+	})
+	waitFirstPoll(t, a)
+	node := fc.nodes[7].srv.Listener.Addr().String()
+	// The HTML pages only: each API answer is the same view as its page
+	// (query.go), and the race detector makes each view cost seconds here.
+	for _, p := range pagePaths(node)[:7] {
+		fc.resetCounts()
+		code, body := get(t, base+p)
+		if code != http.StatusOK {
+			t.Fatalf("GET %s = %d: %.300s", p, code, body)
+		}
+		if got := fc.maxRequestsPerNode(); got > 2 {
+			t.Errorf("GET %s asked one node %d times, want at most 2", p, got)
+		}
+		if got := fc.peak.Load(); got > scaleLimit {
+			t.Errorf("GET %s had %d requests in flight at once, want at most %d", p, got, scaleLimit)
+		}
+		if strings.Contains(body, "did not answer") || strings.Contains(body, "WARNING") {
+			t.Errorf("GET %s reports a failed node: %.300s", p, body)
+		}
+	}
+
+	// The topic page sums 100 nodes: 10 messages per channel, depth 1 each.
+	_, body := get(t, base+"/topics/topic000")
+	if !strings.Contains(body, ">"+formatInt(10*perTopic*scaleNodes)+"<") || !strings.Contains(body, `<td class="n">100</td>`) {
+		t.Errorf("topic page does not show the messages and channel depth 100 summed over 100 nodes")
+	}
+	// 100 nodes × 2 clients = 200 clients, shown 50 at a time with a count.
+	_, body = get(t, base+"/topics/topic000/ch0000")
+	if !strings.Contains(body, "Clients 1–50 of 200") || !strings.Contains(body, "page 1 of 4") {
+		t.Errorf("channel page does not page its 200 clients by 50")
+	}
+	if got := strings.Count(body, "consumer0 <span"); got != 50 {
+		t.Errorf("channel page shows %d client rows, want 50", got)
+	}
+	_, body = get(t, base+"/topics/topic000/ch0000?page=4")
+	if !strings.Contains(body, "Clients 151–200 of 200") {
+		t.Errorf("last client page is not 151–200")
+	}
+	_, body = get(t, base+"/nodes")
+	if got := strings.Count(body, "badge-mem-normal"); got != scaleNodes {
+		t.Errorf("nodes page shows %d memory badges, want %d", got, scaleNodes)
+	}
+
+	// Without nsqlookupd (--nsqd-http-address), a poll and the counter
+	// answer also ask each node twice (/info and /stats).
+	var addrs []string
+	for _, n := range fc.nodes {
+		addrs = append(addrs, n.srv.Listener.Addr().String())
+	}
+	direct, directBase := startAdmin(t, func(o *Options) {
+		o.NSQDHTTPAddresses = addrs
+		o.NodeConcurrency = scaleLimit
+	})
+	waitFirstPoll(t, direct)
+	for _, p := range []string{"poll", "/api/counter"} {
+		fc.resetCounts()
+		if p == "poll" {
+			if _, err := direct.poll(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+		} else if code, _ := get(t, directBase+p); code != http.StatusOK {
+			t.Fatalf("GET %s = %d", p, code)
+		}
+		if got := fc.maxRequestsPerNode(); got > 2 {
+			t.Errorf("nsqd-address %s asked one node %d times, want at most 2", p, got)
+		}
+		if got := fc.peak.Load(); got > scaleLimit {
+			t.Errorf("nsqd-address %s had %d requests in flight, want at most %d", p, got, scaleLimit)
+		}
+	}
+}
+
+// TestDeadAndSlowNodesAreBadges registers a node that refuses connections
+// and one that never answers: every page still renders, naming both.
+func TestDeadAndSlowNodesAreBadges(t *testing.T) {
+	fc := newFakeCluster(t, 3, 2, 3, 1)
+	dead := fc.addDead(t)
+	slow := fc.addSlow(t)
+	_, base := startAdmin(t, func(o *Options) {
+		o.NSQLookupdHTTPAddresses = []string{fc.lookupd.Listener.Addr().String()}
+		o.HTTPClientRequestTimeout = 300 * time.Millisecond
+		o.HTTPClientConnectTimeout = 300 * time.Millisecond
+	})
+	for _, p := range []string{"/", "/topics/topic000", "/topics/topic000/ch0000", "/nodes", "/counter"} {
+		code, body := get(t, base+p)
+		if code != http.StatusOK {
+			t.Fatalf("GET %s = %d with a dead and a slow node: %.300s", p, code, body)
+		}
+		for _, addr := range []string{dead, slow} {
+			if !strings.Contains(body, addr+" down") {
+				t.Errorf("GET %s: no badge for %s", p, addr)
+			}
+		}
+		if !strings.Contains(body, "2 daemons did not answer") {
+			t.Errorf("GET %s: no summary of the failed daemons", p)
+		}
+	}
+	code, body := get(t, base+"/api/topics/topic000")
+	if code != http.StatusOK || !strings.Contains(body, `"message":"WARNING: `) || !strings.Contains(body, dead) {
+		t.Errorf("API with a dead node = %d %.300s, want 200 with a WARNING naming it", code, body)
+	}
+	code, _ = get(t, base+"/nodes/"+dead)
+	if code != http.StatusBadGateway {
+		t.Errorf("page of the dead node = %d, want 502", code)
+	}
+}
+
+// BenchmarkPages renders each page over 100 fake nodes × 1,000 channels
+// (2 clients each); ns/op is the time a person waits for the page. The
+// topics and counter pages come from the latest poll; "poll" is what a
+// poll costs (every --stats-interval, and the first page after an action).
+func BenchmarkPages(b *testing.B) {
+	fc := newFakeCluster(b, scaleNodes, scaleTopics, scaleChannels, scaleClients)
+	a, base := startAdmin(b, func(o *Options) {
+		o.NSQLookupdHTTPAddresses = []string{fc.lookupd.Listener.Addr().String()}
+	})
+	waitFirstPoll(b, a)
+	node := fc.nodes[7].srv.Listener.Addr().String()
+	b.Run("poll", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := a.poll(context.Background()); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	for _, p := range pagePaths(node) {
+		b.Run(strings.ReplaceAll(strings.TrimPrefix(p, "/"), "/", "_"), func(b *testing.B) {
+			for b.Loop() {
+				if code, body := get(b, base+p); code != http.StatusOK {
+					b.Fatalf("GET %s = %d %s", p, code, fmt.Sprintf("%.200s", body))
+				}
+			}
+		})
+	}
+}

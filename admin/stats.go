@@ -1,0 +1,267 @@
+package admin
+
+import (
+	"cmp"
+	"encoding/json"
+	"math"
+	"slices"
+	"time"
+)
+
+// The types below carry NSQ v1.3.0 nsqadmin's JSON keys, so scripts written
+// against its /api answers read ours unchanged. They are filled from nsqd's
+// /stats?format=json, whose keys they share, then aggregated across nodes.
+
+// TopicStats is one topic on one node, or (Node "*") summed over nodes.
+type TopicStats struct {
+	Node         string          `json:"node"`
+	Hostname     string          `json:"hostname"`
+	TopicName    string          `json:"topic_name"`
+	Depth        int64           `json:"depth"`
+	MemoryDepth  int64           `json:"memory_depth"`
+	BackendDepth int64           `json:"backend_depth"`
+	MessageCount int64           `json:"message_count"`
+	NodeStats    []*TopicStats   `json:"nodes"`
+	Channels     []*ChannelStats `json:"channels"`
+	Paused       bool            `json:"paused"`
+
+	E2eProcessingLatency *LatencyAggregate `json:"e2e_processing_latency"`
+
+	channelIndex map[string]*ChannelStats // Channels by name, while summing
+}
+
+// ChannelStats is one channel on one node, or (Node "*") summed over nodes.
+type ChannelStats struct {
+	Node          string          `json:"node"`
+	Hostname      string          `json:"hostname"`
+	TopicName     string          `json:"topic_name"`
+	ChannelName   string          `json:"channel_name"`
+	Depth         int64           `json:"depth"`
+	MemoryDepth   int64           `json:"memory_depth"`
+	BackendDepth  int64           `json:"backend_depth"`
+	InFlightCount int64           `json:"in_flight_count"`
+	DeferredCount int64           `json:"deferred_count"`
+	RequeueCount  int64           `json:"requeue_count"`
+	TimeoutCount  int64           `json:"timeout_count"`
+	MessageCount  int64           `json:"message_count"`
+	ClientCount   int             `json:"client_count"`
+	NodeStats     []*ChannelStats `json:"nodes"`
+	Clients       []*ClientStats  `json:"clients"`
+	Paused        bool            `json:"paused"`
+
+	E2eProcessingLatency *LatencyAggregate `json:"e2e_processing_latency"`
+}
+
+// ClientStats is one consumer connection.
+type ClientStats struct {
+	Node              string        `json:"node"`
+	RemoteAddress     string        `json:"remote_address"`
+	Version           string        `json:"version"`
+	ClientID          string        `json:"client_id"`
+	Hostname          string        `json:"hostname"`
+	UserAgent         string        `json:"user_agent"`
+	ConnectTs         int64         `json:"connect_ts"`
+	ConnectedDuration time.Duration `json:"connected"`
+	InFlightCount     int           `json:"in_flight_count"`
+	ReadyCount        int           `json:"ready_count"`
+	FinishCount       int64         `json:"finish_count"`
+	RequeueCount      int64         `json:"requeue_count"`
+	MessageCount      int64         `json:"message_count"`
+	SampleRate        int32         `json:"sample_rate"`
+	Deflate           bool          `json:"deflate"`
+	Snappy            bool          `json:"snappy"`
+	Authed            bool          `json:"authed"`
+	AuthIdentity      string        `json:"auth_identity"`
+	AuthIdentityURL   string        `json:"auth_identity_url"`
+
+	TLS                           bool   `json:"tls"`
+	CipherSuite                   string `json:"tls_cipher_suite"`
+	TLSVersion                    string `json:"tls_version"`
+	TLSNegotiatedProtocol         string `json:"tls_negotiated_protocol"`
+	TLSNegotiatedProtocolIsMutual bool   `json:"tls_negotiated_protocol_is_mutual"`
+}
+
+// LatencyAggregate is the end-to-end latency of a channel or topic, merged
+// across nodes: per quantile the min, max and count-weighted average of the
+// nodes' values (as NSQ's nsqadmin reports them).
+type LatencyAggregate struct {
+	Count       int                  `json:"count"`
+	Percentiles []map[string]float64 `json:"percentiles"`
+	Topic       string               `json:"topic"`
+	Channel     string               `json:"channel"`
+	Addr        string               `json:"host"`
+}
+
+// UnmarshalJSON reads nsqd's form ({quantile, value} per percentile) into
+// the aggregate's form.
+func (e *LatencyAggregate) UnmarshalJSON(b []byte) error {
+	var raw struct {
+		Count       int                  `json:"count"`
+		Percentiles []map[string]float64 `json:"percentiles"`
+		Topic       string               `json:"topic"`
+		Channel     string               `json:"channel"`
+		Addr        string               `json:"host"`
+	}
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return err
+	}
+	for _, p := range raw.Percentiles {
+		p["min"], p["max"], p["average"] = p["value"], p["value"], p["value"]
+		p["count"] = float64(raw.Count)
+	}
+	*e = LatencyAggregate(raw)
+	return nil
+}
+
+// add merges o into e.
+func (e *LatencyAggregate) add(o *LatencyAggregate) {
+	e.Addr = "*"
+	if o == nil {
+		return
+	}
+	e.Count += o.Count
+	for _, v := range o.Percentiles {
+		i := slices.IndexFunc(e.Percentiles, func(p map[string]float64) bool { return p["quantile"] == v["quantile"] })
+		if i < 0 {
+			e.Percentiles = append(e.Percentiles, map[string]float64{"quantile": v["quantile"], "min": math.Inf(1)})
+			i = len(e.Percentiles) - 1
+		}
+		p := e.Percentiles[i]
+		p["max"] = math.Max(p["max"], v["max"])
+		p["min"] = math.Min(p["min"], v["min"])
+		total := p["count"] + v["count"]
+		if total > 0 {
+			p["average"] = (p["average"]*p["count"] + v["average"]*v["count"]) / total
+		}
+		p["count"] = total
+	}
+	slices.SortFunc(e.Percentiles, func(a, b map[string]float64) int { return cmp.Compare(b["quantile"], a["quantile"]) })
+}
+
+// ChannelDepth is the messages waiting in all of t's channels: the backlog
+// consumers see, which a topic's own depth (messages not yet copied to its
+// channels) does not show.
+func (t *TopicStats) ChannelDepth() int64 {
+	var n int64
+	for _, c := range t.Channels {
+		n += c.Depth
+	}
+	return n
+}
+
+// add sums a (one node's stats of the same topic) into t.
+func (t *TopicStats) add(a *TopicStats) {
+	t.Node = "*"
+	t.Depth += a.Depth
+	t.MemoryDepth += a.MemoryDepth
+	t.BackendDepth += a.BackendDepth
+	t.MessageCount += a.MessageCount
+	t.Paused = t.Paused || a.Paused
+	if t.channelIndex == nil {
+		t.channelIndex = make(map[string]*ChannelStats, len(a.Channels))
+	}
+	for _, ac := range a.Channels {
+		total, ok := t.channelIndex[ac.ChannelName]
+		if !ok {
+			total = newChannelTotal(ac)
+			t.channelIndex[ac.ChannelName] = total
+			t.Channels = append(t.Channels, total)
+		}
+		total.add(ac)
+	}
+	t.NodeStats = append(t.NodeStats, a)
+	if t.E2eProcessingLatency == nil {
+		t.E2eProcessingLatency = &LatencyAggregate{Topic: t.TopicName}
+	}
+	t.E2eProcessingLatency.add(a.E2eProcessingLatency)
+}
+
+func newChannelTotal(c *ChannelStats) *ChannelStats {
+	return &ChannelStats{Node: "*", TopicName: c.TopicName, ChannelName: c.ChannelName}
+}
+
+// add sums a (one node's stats of the same channel) into c.
+func (c *ChannelStats) add(a *ChannelStats) {
+	c.Node = "*"
+	c.Depth += a.Depth
+	c.MemoryDepth += a.MemoryDepth
+	c.BackendDepth += a.BackendDepth
+	c.InFlightCount += a.InFlightCount
+	c.DeferredCount += a.DeferredCount
+	c.RequeueCount += a.RequeueCount
+	c.TimeoutCount += a.TimeoutCount
+	c.MessageCount += a.MessageCount
+	c.ClientCount += a.ClientCount
+	c.Paused = c.Paused || a.Paused
+	c.NodeStats = append(c.NodeStats, a)
+	if c.E2eProcessingLatency == nil {
+		c.E2eProcessingLatency = &LatencyAggregate{Topic: c.TopicName, Channel: c.ChannelName}
+	}
+	c.E2eProcessingLatency.add(a.E2eProcessingLatency)
+	c.Clients = append(c.Clients, a.Clients...)
+}
+
+// sortNodes orders the per-node rows by hostname, then address, so pages
+// and answers are stable.
+func (t *TopicStats) sortNodes() {
+	slices.SortFunc(t.NodeStats, func(a, b *TopicStats) int {
+		return cmp.Or(cmp.Compare(a.Hostname, b.Hostname), cmp.Compare(a.Node, b.Node))
+	})
+	slices.SortFunc(t.Channels, func(a, b *ChannelStats) int { return cmp.Compare(a.ChannelName, b.ChannelName) })
+	for _, c := range t.Channels {
+		c.sortNodes()
+	}
+}
+
+func (c *ChannelStats) sortNodes() {
+	slices.SortFunc(c.NodeStats, func(a, b *ChannelStats) int {
+		return cmp.Or(cmp.Compare(a.Hostname, b.Hostname), cmp.Compare(a.Node, b.Node))
+	})
+	slices.SortFunc(c.Clients, func(a, b *ClientStats) int {
+		return cmp.Or(cmp.Compare(a.Hostname, b.Hostname), cmp.Compare(a.RemoteAddress, b.RemoteAddress))
+	})
+}
+
+// aggregateTopics sums per-node topic stats into one TopicStats per topic,
+// sorted by name.
+func aggregateTopics(perNode []*TopicStats) []*TopicStats {
+	byName := make(map[string]*TopicStats)
+	var out []*TopicStats
+	for _, ts := range perNode {
+		total, ok := byName[ts.TopicName]
+		if !ok {
+			total = &TopicStats{TopicName: ts.TopicName}
+			byName[ts.TopicName] = total
+			out = append(out, total)
+		}
+		total.add(ts)
+	}
+	for _, t := range out {
+		t.sortNodes()
+	}
+	slices.SortFunc(out, func(a, b *TopicStats) int { return cmp.Compare(a.TopicName, b.TopicName) })
+	return out
+}
+
+// MemoryLimits is this project's nsqd memory-limit state (/info and
+// /stats memory_limits); nil for a daemon that does not report it.
+type MemoryLimits struct {
+	State            string `json:"state"`
+	Source           string `json:"limit_source"`
+	HardLimit        uint64 `json:"hard_limit_bytes"`
+	SoftLimit        uint64 `json:"soft_limit_bytes"`
+	Usage            uint64 `json:"usage_bytes"`
+	QueueBytes       int64  `json:"memory_queue_bytes"`
+	InFlightBytes    int64  `json:"in_flight_bytes"`
+	MaxQueueBytes    int64  `json:"max_memory_queue_bytes"`
+	DeferredBytes    int64  `json:"deferred_bytes"`
+	MaxDeferredBytes int64  `json:"max_deferred_bytes"`
+}
+
+// UsagePercent is Usage as a share of the soft limit, for the page's meter.
+func (m *MemoryLimits) UsagePercent() float64 {
+	if m == nil || m.SoftLimit == 0 {
+		return 0
+	}
+	return 100 * float64(m.Usage) / float64(m.SoftLimit)
+}

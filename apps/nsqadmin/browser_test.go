@@ -1,0 +1,294 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
+
+	"github.com/nsqgo/nsq/admin"
+	"github.com/nsqgo/nsq/internal/toolutil/tooltest"
+)
+
+// findChromium returns the path of a Chromium (Debian's chromium package)
+// or Chrome; $NSQ_CHROMIUM overrides the search.
+func findChromium() (string, error) {
+	if p := os.Getenv("NSQ_CHROMIUM"); p != "" {
+		return p, nil
+	}
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "headless-shell"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("none of chromium, chromium-browser, google-chrome, headless-shell on PATH")
+}
+
+// screenshotDir is where the test saves a PNG of each page: under
+// $NSQ_SCREENSHOT_DIR when set (kept), else in the test's temp dir.
+func screenshotDir(t *testing.T) string {
+	dir := t.TempDir()
+	if d := os.Getenv("NSQ_SCREENSHOT_DIR"); d != "" {
+		dir = filepath.Join(d, t.Name())
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("screenshots in %s", dir)
+	return dir
+}
+
+// browser is a headless Chromium tab for the test.
+type browser struct {
+	t    *testing.T
+	ctx  context.Context
+	base string
+	dir  string
+}
+
+func newBrowser(t *testing.T, base string) *browser {
+	path, err := findChromium()
+	if err != nil {
+		t.Skipf("Chromium not found (install Debian's chromium package): %v", err)
+	}
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(path),
+		chromedp.Flag("headless", true),
+		chromedp.Flag("no-sandbox", true),
+		chromedp.Flag("disable-gpu", true),
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("no-first-run", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1280, 900),
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	alloc, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
+	t.Cleanup(cancelAlloc)
+	tab, cancelTab := chromedp.NewContext(alloc)
+	t.Cleanup(cancelTab)
+	if err := chromedp.Do(tab); err != nil {
+		t.Fatalf("starting Chromium %s: %v", path, err)
+	}
+	return &browser{t: t, ctx: tab, base: base, dir: screenshotDir(t)}
+}
+
+func (b *browser) do(what string, steps ...chromedp.Action[chromedp.Void]) {
+	b.t.Helper()
+	if err := chromedp.Do(b.ctx, steps...); err != nil {
+		b.t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// open loads path and waits for the page's main content.
+func (b *browser) open(path string) {
+	b.t.Helper()
+	b.do("opening "+path, chromedp.Navigate(b.base+path), chromedp.WaitVisible(chromedp.CSS("#live")))
+}
+
+// text is the visible text of the page's main element.
+func (b *browser) text() string {
+	b.t.Helper()
+	s, err := chromedp.Run(b.ctx, chromedp.Text(chromedp.CSS("main")))
+	if err != nil {
+		b.t.Fatalf("reading the page: %v", err)
+	}
+	return s
+}
+
+// see fails unless the page shows every one of want.
+func (b *browser) see(page string, want ...string) {
+	b.t.Helper()
+	text := b.text()
+	for _, w := range want {
+		if !strings.Contains(text, w) {
+			b.t.Errorf("%s: the page does not show %q; it shows:\n%s", page, w, text)
+		}
+	}
+}
+
+// waitFor polls a JavaScript condition on the page.
+func (b *browser) waitFor(what, js string) {
+	b.t.Helper()
+	if _, err := chromedp.Run(b.ctx, chromedp.Poll[bool](js, chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(tooltest.Timeout))); err != nil {
+		b.t.Fatalf("waiting for %s: %v\npage: %s", what, err, b.text())
+	}
+}
+
+func (b *browser) eval(js string) string {
+	b.t.Helper()
+	s, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](js))
+	if err != nil {
+		b.t.Fatalf("evaluating %s: %v", js, err)
+	}
+	return s
+}
+
+// screenshot saves the whole page as name.png.
+func (b *browser) screenshot(name string) {
+	b.t.Helper()
+	png, err := chromedp.Run(b.ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		b.t.Fatalf("screenshot %s: %v", name, err)
+	}
+	if err := os.WriteFile(filepath.Join(b.dir, name+".png"), png, 0o644); err != nil {
+		b.t.Fatal(err)
+	}
+}
+
+// unlabeled lists the form controls on the page without an accessible name.
+func (b *browser) unlabeled() string {
+	return b.eval(`Array.from(document.querySelectorAll('input, select, button, textarea'))
+		.filter(e => e.type !== 'hidden' && !(e.labels && e.labels.length) && !e.getAttribute('aria-label') && !e.textContent.trim())
+		.map(e => e.outerHTML).join('\n')`)
+}
+
+// TestBrowser drives headless Chromium over a real nsqlookupd and nsqd:
+// every page opens and shows the cluster, pause/empty/delete clicked on the
+// pages change nsqd, tables refresh live, the keyboard reaches everything,
+// every form control is labelled, and each page is saved as a screenshot.
+func TestBrowser(t *testing.T) {
+	if _, err := findChromium(); err != nil {
+		t.Skipf("Chromium not found (install Debian's chromium package): %v", err)
+	}
+	c := startCluster(t)
+	makeTopic(t, c, "orders", "billing", 7)
+	makeTopic(t, c, "events", "audit", 3)
+	connectConsumer(t, c, "events", "audit")
+	base := startAdmin(t, c, func(o *admin.Options) {
+		o.StatsInterval = 100 * time.Millisecond
+		o.RefreshInterval = 200 * time.Millisecond
+	})
+	b := newBrowser(t, base)
+
+	// Every page, what a person sees, labels, screenshot.
+	pages := []struct {
+		name, path string
+		want       []string
+	}{
+		{"topics", "/", []string{"orders", "events", "2 topics on 1 node", "Channel backlog"}},
+		{"nodes", "/nodes", []string{"1 nsqd node", "127.0.0.1", "normal", "1.3.0"}},
+		{"node", "/nodes/" + c.nsqdHTP, []string{"orders", "billing", "events", "audit", "Memory"}},
+		{"topic", "/topics/orders", []string{"Channels of orders", "billing", "Depth 0", "Pause topic", "Delete topic"}},
+		{"channel", "/topics/orders/billing", []string{"Depth 7", "Pause channel", "Empty channel", "Clients (none connected)"}},
+		{"channel-with-client", "/topics/events/audit", []string{"Clients 1–1 of 1", "go-nsq"}},
+		{"counter", "/counter", []string{"messages processed"}},
+		{"lookup", "/lookup", []string{"Create a topic or channel"}},
+	}
+	for _, p := range pages {
+		b.open(p.path)
+		b.see(p.name, p.want...)
+		if bad := b.unlabeled(); bad != "" {
+			t.Errorf("%s: form controls without a label:\n%s", p.name, bad)
+		}
+		if p.name == "topic" || p.name == "channel" {
+			b.waitFor("graphs on "+p.name, `document.querySelectorAll('svg.graph').length === 3`)
+		}
+		b.screenshot(p.name)
+	}
+
+	// The channel page refreshes its depth live when messages arrive.
+	b.open("/topics/orders/billing")
+	tooltest.Publish(t, c.nsqdTCP, "orders", "one", "two", "three")
+	b.waitFor("the live depth to reach 10", `document.querySelector('.depth') && document.querySelector('.depth').dataset.depth === '10'`)
+
+	// Pause, empty and delete the channel with the page's buttons.
+	b.do("clicking Pause channel", chromedp.Click(chromedp.CSS(`button[value="pause"]`)))
+	b.waitFor("the pause to be confirmed", `document.querySelector('.flash') && document.querySelector('.flash').textContent.includes('Paused channel orders/billing')`)
+	if cs := findStats(t, c.nsqdHTP, "orders", "billing"); cs["paused"] != true {
+		t.Errorf("after clicking Pause, nsqd's channel is not paused: %v", cs["paused"])
+	}
+	b.see("paused channel", "paused", "Unpause channel")
+	b.screenshot("channel-paused")
+
+	acceptConfirm := `window.confirm = q => { window.lastConfirm = q; return true; }; 'ok'`
+	b.eval(acceptConfirm)
+	b.do("clicking Empty channel", chromedp.Click(chromedp.CSS(`button[value="empty"]`)))
+	b.waitFor("the empty to be confirmed", `document.querySelector('.flash') && document.querySelector('.flash').textContent.includes('Emptied channel orders/billing')`)
+	if q := b.eval(`window.lastConfirm || ''`); !strings.Contains(q, "Empty channel billing") {
+		t.Errorf("emptying did not ask for confirmation (asked %q)", q)
+	}
+	if cs := findStats(t, c.nsqdHTP, "orders", "billing"); cs["depth"] != 0.0 {
+		t.Errorf("after clicking Empty, nsqd's channel depth is %v", cs["depth"])
+	}
+
+	b.eval(acceptConfirm)
+	b.do("clicking Delete channel", chromedp.Click(chromedp.CSS(`button[value="delete"]`)))
+	b.waitFor("the topic page after deleting the channel", `location.pathname === '/topics/orders' && document.querySelector('.flash') && document.querySelector('.flash').textContent.includes('Deleted channel')`)
+	if cs := findStats(t, c.nsqdHTP, "orders", "billing"); cs != nil {
+		t.Errorf("after clicking Delete, nsqd still has the channel")
+	}
+
+	// Pause and delete a topic.
+	b.open("/topics/events")
+	b.do("clicking Pause topic", chromedp.Click(chromedp.CSS(`button[value="pause"]`)))
+	b.waitFor("the topic pause", `document.querySelector('.flash') && document.querySelector('.flash').textContent.includes('Paused topic events')`)
+	if ts := findStats(t, c.nsqdHTP, "events", ""); ts["paused"] != true {
+		t.Errorf("after clicking Pause topic, nsqd's topic is not paused")
+	}
+	b.eval(acceptConfirm)
+	b.do("clicking Delete topic", chromedp.Click(chromedp.CSS(`button[value="delete"]`)))
+	b.waitFor("the topics page after deleting the topic", `location.pathname === '/' && document.querySelector('.flash') && document.querySelector('.flash').textContent.includes('Deleted topic events')`)
+	if ts := findStats(t, c.nsqdHTP, "events", ""); ts != nil {
+		t.Errorf("after clicking Delete topic, nsqd still has the topic")
+	}
+	if b.eval(`document.querySelector('#live table').textContent.includes('events') ? 'listed' : ''`) != "" {
+		t.Errorf("the topics page still lists the deleted topic (a stale snapshot)")
+	}
+	b.screenshot("topics-after-delete")
+
+	// Keyboard: the first Tab reaches the skip link, Enter moves focus to
+	// the content; Tab on to the Nodes link and Enter opens it.
+	b.open("/")
+	b.do("pressing Tab", chromedp.KeyEvent(kb.Tab))
+	if got := b.eval(`document.activeElement.textContent.trim()`); got != "Skip to content" {
+		t.Errorf("first Tab focuses %q, want the skip link", got)
+	}
+	b.do("pressing Enter on the skip link", chromedp.KeyEvent(kb.Enter))
+	b.waitFor("focus in main", `document.activeElement && document.activeElement.id === 'main'`)
+	b.open("/")
+	for range 4 { // skip link, brand, Topics, Nodes
+		b.do("pressing Tab", chromedp.KeyEvent(kb.Tab))
+	}
+	if got := b.eval(`document.activeElement.textContent.trim()`); got != "Nodes" {
+		t.Errorf("fourth Tab focuses %q, want the Nodes link", got)
+	}
+	b.do("pressing Enter on Nodes", chromedp.KeyEvent(kb.Enter))
+	b.waitFor("the nodes page", `location.pathname === '/nodes' && document.body.textContent.includes('1 nsqd node')`)
+
+	// Create a topic with the labelled form, by keyboard.
+	b.open("/lookup")
+	b.do("typing a topic name", chromedp.Focus(chromedp.ID("create-topic")), chromedp.KeyEvent("created"), chromedp.KeyEvent(kb.Enter))
+	b.waitFor("the create to be confirmed", `document.querySelector('.flash') && document.querySelector('.flash').textContent.includes('Created topic created')`)
+	if code, body := do(t, http.MethodGet, "http://"+c.lookupdHTTP+"/topics", nil); code != 200 || !strings.Contains(body, `"created"`) {
+		t.Errorf("nsqlookupd does not list the topic created from the page: %s", body)
+	}
+	b.screenshot("lookup-created")
+
+	// A dead node is a badge on an otherwise complete page.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := l.Addr().String()
+	l.Close()
+	b.base = startAdmin(t, c, func(o *admin.Options) {
+		o.NSQLookupdHTTPAddresses = nil
+		o.NSQDHTTPAddresses = []string{c.nsqdHTP, dead}
+	})
+	b.open("/")
+	b.see("dead node", "1 daemon did not answer", dead+" down", "orders")
+	b.screenshot("dead-node-badge")
+}

@@ -80,18 +80,19 @@ type Channel struct {
 	subsView      atomic.Pointer[[]*Subscription] // ch.subs, replaced on change
 	e2e           *latencyStats
 
-	mu         sync.Mutex // guards every field below, and q
-	q          msgQueue
-	inFlight   map[MessageID]*Message // nil until first delivery
-	flightMem  int64                  // memSize of the in-flight messages
-	flightDels int                    // deletes from inFlight since it was built
-	deferredPQ pqueue.Queue[*Message] // by due time
-	spill      deferredSpill          // deferred beyond the memory budget
-	subs       []*Subscription
-	rr         int
-	exiting    bool
-	timer      *time.Timer
-	timerAt    int64 // deadline the timer is armed for; 0 = unarmed
+	mu             sync.Mutex // guards every field below, and q
+	q              msgQueue
+	inFlight       map[MessageID]*Message // nil until first delivery
+	flightMem      int64                  // memSize of the in-flight messages
+	flightDels     int                    // deletes from inFlight since it was built
+	flightReported int64                  // flightMem as last added to the memory guard
+	deferredPQ     pqueue.Queue[*Message] // by due time
+	spill          deferredSpill          // deferred beyond the memory budget
+	subs           []*Subscription
+	rr             int
+	exiting        bool
+	timer          *time.Timer
+	timerAt        int64 // deadline the timer is armed for; 0 = unarmed
 }
 
 func newChannel(topicName, name string, ephemeral bool, cfg *queueConfig, e2e *latencyStats, onLastClient func(*Channel)) (*Channel, error) {
@@ -130,7 +131,7 @@ func (ch *Channel) setSubsLocked(subs []*Subscription) {
 // Subscribe adds a consumer. maxConsumers 0 means unlimited.
 func (ch *Channel) Subscribe(c Consumer, msgTimeout time.Duration, sampleRate int32, maxConsumers int) (*Subscription, error) {
 	ch.mu.Lock()
-	defer ch.mu.Unlock()
+	defer ch.unlock()
 	if ch.exiting {
 		return nil, errChannelClosed
 	}
@@ -159,7 +160,7 @@ func (s *Subscription) Unsubscribe() {
 	s.inFlight.Store(0)
 	ch.fillAllLocked()
 	last := len(ch.subs) == 0 && !ch.exiting
-	ch.mu.Unlock()
+	ch.unlock()
 	if last && ch.ephemeral && ch.onLastClient != nil {
 		ch.onLastClient(ch)
 	}
@@ -171,7 +172,7 @@ func (s *Subscription) SetReady(n int64) {
 	ch.mu.Lock()
 	s.rdy.Store(n)
 	ch.fillLocked(s)
-	ch.mu.Unlock()
+	ch.unlock()
 }
 
 // StartClose is CLS: no more deliveries to s.
@@ -179,14 +180,14 @@ func (s *Subscription) StartClose() {
 	s.ch.mu.Lock()
 	s.closing = true
 	s.rdy.Store(0)
-	s.ch.mu.Unlock()
+	s.ch.unlock()
 }
 
 // Finish is FIN.
 func (s *Subscription) Finish(id MessageID) error {
 	ch := s.ch
 	ch.mu.Lock()
-	defer ch.mu.Unlock()
+	defer ch.unlock()
 	m, err := ch.takeInFlightLocked(s, id)
 	if err != nil {
 		return err
@@ -203,7 +204,7 @@ func (s *Subscription) Finish(id MessageID) error {
 func (s *Subscription) Requeue(id MessageID, delay time.Duration) error {
 	ch := s.ch
 	ch.mu.Lock()
-	defer ch.mu.Unlock()
+	defer ch.unlock()
 	m, err := ch.takeInFlightLocked(s, id)
 	if err != nil {
 		return err
@@ -224,7 +225,7 @@ func (s *Subscription) Requeue(id MessageID, delay time.Duration) error {
 func (s *Subscription) Touch(id MessageID) error {
 	ch := s.ch
 	ch.mu.Lock()
-	defer ch.mu.Unlock()
+	defer ch.unlock()
 	m := ch.inFlight[id]
 	if m == nil {
 		return errNotInFlight
@@ -266,10 +267,7 @@ func (ch *Channel) landedLocked(m *Message) {
 	if ch.flightDels++; ch.flightDels > 4*len(ch.inFlight)+256 {
 		ch.rebuildInFlightLocked()
 	}
-	ch.inFlightCount.Add(-1)
-	size := memSize(m)
-	ch.flightMem -= size
-	ch.cfg.guard.addInFlight(-size)
+	ch.flightMem -= memSize(m)
 	m.owner = nil
 }
 
@@ -291,9 +289,29 @@ func (ch *Channel) rebuildInFlightLocked() {
 // forgetInFlightLocked drops the whole in-flight index and its accounting.
 func (ch *Channel) forgetInFlightLocked() {
 	ch.inFlight = nil
-	ch.inFlightCount.Store(0)
-	ch.cfg.guard.addInFlight(-ch.flightMem)
 	ch.flightMem = 0
+	ch.settleLocked()
+}
+
+// settleLocked publishes what stats and the memory budget read of the
+// channel (msgQueue.settleLocked): per-message operations leave it to the
+// end of the batch.
+func (ch *Channel) settleLocked() {
+	ch.q.settleLocked()
+	if n := int64(len(ch.inFlight)); ch.inFlightCount.Load() != n {
+		ch.inFlightCount.Store(n)
+	}
+	if d := ch.flightMem - ch.flightReported; d != 0 {
+		ch.cfg.guard.addInFlight(d)
+		ch.flightReported = ch.flightMem
+	}
+}
+
+// unlock settles, then releases ch.mu. Every critical section of the
+// channel ends with it.
+func (ch *Channel) unlock() {
+	ch.settleLocked()
+	ch.mu.Unlock()
 }
 
 // readySubLocked picks, round-robin, a subscriber with room in its window.
@@ -336,10 +354,7 @@ func (ch *Channel) deliverLocked(m *Message, s *Subscription, now int64) {
 	m.deliveredAt = now
 	m.Priority = now + int64(s.msgTimeout)
 	ch.inFlight[m.ID] = m
-	ch.inFlightCount.Add(1)
-	size := memSize(m)
-	ch.flightMem += size
-	ch.cfg.guard.addInFlight(size)
+	ch.flightMem += memSize(m)
 	s.flight.insert(m)
 	s.inFlight.Add(1)
 	ch.armLocked(m.Priority)
@@ -397,7 +412,7 @@ func (ch *Channel) armLocked(deadline int64) {
 // onTimer requeues timed-out messages and releases due deferred ones.
 func (ch *Channel) onTimer() {
 	ch.mu.Lock()
-	defer ch.mu.Unlock()
+	defer ch.unlock()
 	ch.timerAt = 0
 	if ch.exiting {
 		return
@@ -432,7 +447,7 @@ func (ch *Channel) setPaused(p bool) {
 	if !p {
 		ch.fillAllLocked()
 	}
-	ch.mu.Unlock()
+	ch.unlock()
 }
 
 // IsPaused reports the pause state.
@@ -454,13 +469,13 @@ func (ch *Channel) Empty() error {
 		s.flight.drain()
 		s.inFlight.Store(0)
 	}
-	ch.mu.Unlock()
+	ch.unlock()
 	err := ch.spill.drop(ch)
 	ch.mu.Lock()
 	ch.spill.count, ch.spill.minDue = 0, 0
 	ch.releaseSpillLocked()
 	ch.noteDeferredLocked()
-	ch.mu.Unlock()
+	ch.unlock()
 	if err != nil {
 		return fmt.Errorf("channel %s/%s: empty: %w", ch.topicName, ch.name, err)
 	}
@@ -476,7 +491,7 @@ func (ch *Channel) Empty() error {
 func (ch *Channel) close(deleted bool) error {
 	ch.mu.Lock()
 	finish := ch.closeLocked(deleted)
-	ch.mu.Unlock()
+	ch.unlock()
 	return finish()
 }
 
@@ -487,7 +502,7 @@ func (ch *Channel) close(deleted bool) error {
 // the caller must run finish, without locks held, to remove the files.
 func (ch *Channel) deleteIfIdle() (deleted bool, finish func() error) {
 	ch.mu.Lock()
-	defer ch.mu.Unlock()
+	defer ch.unlock()
 	if len(ch.subs) > 0 || ch.exiting {
 		return false, nil
 	}

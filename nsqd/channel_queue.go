@@ -37,7 +37,7 @@ func (ch *Channel) put(msgs []*Message) error {
 func (ch *Channel) tryPut(msgs []*Message, allowDisk bool) (done bool, err error) {
 	now := time.Now().UnixNano()
 	ch.mu.Lock()
-	defer ch.mu.Unlock()
+	defer ch.unlock()
 	if ch.exiting {
 		return true, errChannelClosed
 	}
@@ -78,7 +78,7 @@ func (ch *Channel) putFromBacklog(msgs []*Message) (taken int, err error) {
 	}
 	now := time.Now().UnixNano()
 	ch.mu.Lock()
-	defer ch.mu.Unlock()
+	defer ch.unlock()
 	if ch.exiting || ch.paused.Load() || ch.q.lenLocked() > 0 || ch.q.diskBusyLocked() {
 		return 0, err
 	}
@@ -169,7 +169,7 @@ func (ch *Channel) readAhead() {
 	for {
 		ch.mu.Lock()
 		n, maxBytes := ch.readAheadBudgetLocked()
-		ch.mu.Unlock()
+		ch.unlock()
 		var msgs []*Message
 		if n > 0 && maxBytes > 0 {
 			msgs = ch.q.read(n, maxBytes, ch.logCorrupt)
@@ -186,7 +186,7 @@ func (ch *Channel) readAhead() {
 		if !again {
 			ch.q.endReadLocked(nil, true)
 		}
-		ch.mu.Unlock()
+		ch.unlock()
 		if !again {
 			return
 		}
@@ -210,7 +210,7 @@ func (ch *Channel) readAheadBudgetLocked() (n int, maxBytes int64) {
 func (ch *Channel) resume() {
 	ch.mu.Lock()
 	ch.fillAllLocked()
-	ch.mu.Unlock()
+	ch.unlock()
 }
 
 func (ch *Channel) logCorrupt(err error) {
@@ -221,7 +221,7 @@ func (ch *Channel) logCorrupt(err error) {
 // is ready to take it soon (memory pressure, memguard.go).
 func (ch *Channel) spillIfIdle() int {
 	ch.mu.Lock()
-	defer ch.mu.Unlock()
+	defer ch.unlock()
 	if ch.exiting || (!ch.paused.Load() && ch.readySubLocked() != nil) {
 		return 0
 	}

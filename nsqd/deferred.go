@@ -123,7 +123,7 @@ func (ch *Channel) loadDeferred() error {
 		return nil
 	}
 	ch.mu.Lock()
-	defer ch.mu.Unlock()
+	defer ch.unlock()
 	if err := ch.spill.open(ch); err != nil {
 		return err
 	}
@@ -175,7 +175,7 @@ func (t *Topic) loadDeferred() error {
 		return nil
 	}
 	t.mu.Lock()
-	defer t.mu.Unlock()
+	defer t.unlock()
 	return loadDeferredFrom(t.cfg, topicDeferredName(t.name), func(m *Message, due int64) {
 		m.deferUntil = due
 		t.q.pushBackLocked(m)

@@ -173,7 +173,7 @@ func (p *spillPass) run(ch *Channel, pending []spilled, release bool, n int64) {
 // and releases due ones, round after round, until there is nothing to do.
 func (ch *Channel) spillWork() {
 	ch.mu.Lock()
-	defer ch.mu.Unlock()
+	defer ch.unlock()
 	for {
 		s := &ch.spill
 		release := s.minDue != 0 && s.minDue <= time.Now().UnixNano()
@@ -184,7 +184,7 @@ func (ch *Channel) spillWork() {
 		}
 		pending, n := s.pending, s.count
 		s.pending = nil
-		ch.mu.Unlock()
+		ch.unlock()
 		var p spillPass
 		p.run(ch, pending, release, n)
 		ch.finishSpillPass(&p, release, n)

@@ -54,7 +54,7 @@ func (t *Topic) drain() {
 // with the drain ended, when there is nothing to move or it cannot move now.
 func (t *Topic) takeBatch() (batch []*Message, fromMem int, ok bool) {
 	t.mu.Lock()
-	defer t.mu.Unlock()
+	defer t.unlock()
 	if !t.canDrainLocked() {
 		t.draining = false
 		return nil, 0, false
@@ -63,7 +63,7 @@ func (t *Topic) takeBatch() (batch []*Message, fromMem int, ok bool) {
 	fromMem = len(batch)
 	t.q.transit.Add(int64(fromMem))
 	if fromMem < drainBatch && t.q.beginReadLocked() {
-		t.mu.Unlock()
+		t.unlock()
 		t.q.backend.Mark()
 		more := t.q.read(drainBatch-fromMem, 1<<62, t.logCorrupt) // counted in transit
 		if len(more) == 0 {
@@ -109,12 +109,12 @@ func (t *Topic) move(batch []*Message, fromMem int) bool {
 		t.mu.Lock()
 		if !t.canDrainLocked() {
 			t.giveBackLocked(batch, fromMem)
-			t.mu.Unlock()
+			t.unlock()
 			return false
 		}
 		// A channel deleted meanwhile no longer needs the batch.
 		pending = slices.DeleteFunc(failed, func(p channelPut) bool { return t.channels[p.ch.name] != p.ch })
-		t.mu.Unlock()
+		t.unlock()
 	}
 }
 

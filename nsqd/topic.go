@@ -125,14 +125,14 @@ func (t *Topic) channelList() []*Channel {
 func (t *Topic) holdForStart() {
 	t.mu.Lock()
 	t.starting = true
-	t.mu.Unlock()
+	t.unlock()
 }
 
 func (t *Topic) releaseStartHold() {
 	t.mu.Lock()
 	t.starting = false
 	t.startDrainLocked()
-	t.mu.Unlock()
+	t.unlock()
 }
 
 // holdsBacklogLocked reports whether new messages must queue in the topic.
@@ -213,13 +213,13 @@ func (t *Topic) setChannelsLocked() {
 // once the disk write succeeded, so a failed publish leaves no trace.
 func (t *Topic) queue(msgs []*Message) error {
 	t.mu.Lock()
-	defer t.mu.Unlock()
+	defer t.unlock()
 	if t.exiting || t.retired.Load() {
 		return errExiting
 	}
 	if !t.holdsBacklogLocked() {
 		// The backlog drained while we waited for the lock.
-		t.mu.Unlock()
+		t.unlock()
 		err := t.fanOut(t.channelList(), msgs)
 		t.mu.Lock()
 		return err
@@ -265,23 +265,23 @@ func (t *Topic) GetChannel(name string) (*Channel, error) {
 	t.mu.Lock()
 	ch, ok := t.channels[name]
 	if ok {
-		t.mu.Unlock()
+		t.unlock()
 		return ch, nil
 	}
 	if t.exiting || t.retired.Load() {
-		t.mu.Unlock()
+		t.unlock()
 		return nil, errExiting
 	}
 	ch, err := newChannel(t.name, name, names.IsEphemeral(name), t.cfg,
 		newLatencyStats(t.e2eWindow, t.e2ePcts), t.onLastClient)
 	if err != nil {
-		t.mu.Unlock()
+		t.unlock()
 		return nil, err
 	}
 	t.channels[name] = ch
 	t.setChannelsLocked()
 	t.startDrainLocked()
-	t.mu.Unlock()
+	t.unlock()
 	if t.hooks.channelCreated != nil {
 		t.hooks.channelCreated(t, ch)
 	}
@@ -301,13 +301,13 @@ func (t *Topic) DeleteChannel(name string) error {
 	t.mu.Lock()
 	ch, ok := t.channels[name]
 	if !ok {
-		t.mu.Unlock()
+		t.unlock()
 		return errChannelNotFound
 	}
 	delete(t.channels, name)
 	t.setChannelsLocked()
 	retired := t.retireIfEmptyLocked()
-	t.mu.Unlock()
+	t.unlock()
 	err := ch.close(true)
 	if t.hooks.channelDeleted != nil {
 		t.hooks.channelDeleted(t, ch)
@@ -316,6 +316,13 @@ func (t *Topic) DeleteChannel(name string) error {
 		t.hooks.lastChannelGone(t)
 	}
 	return err
+}
+
+// unlock settles the queue's published figures (msgQueue.settleLocked),
+// then releases t.mu. Every write-locked section of the topic ends with it.
+func (t *Topic) unlock() {
+	t.q.settleLocked()
+	t.mu.Unlock()
 }
 
 // isRetired reports whether the topic is an ephemeral topic on its way out.
@@ -342,18 +349,18 @@ var errChannelNotFound = errors.New("channel not found")
 func (t *Topic) onLastClient(ch *Channel) {
 	t.mu.Lock()
 	if t.channels[ch.name] != ch {
-		t.mu.Unlock()
+		t.unlock()
 		return
 	}
 	deleted, finish := ch.deleteIfIdle()
 	if !deleted {
-		t.mu.Unlock()
+		t.unlock()
 		return
 	}
 	delete(t.channels, ch.name)
 	t.setChannelsLocked()
 	retired := t.retireIfEmptyLocked()
-	t.mu.Unlock()
+	t.unlock()
 	if err := finish(); err != nil {
 		t.log.Error("deleting ephemeral channel", "topic", t.name, "channel", ch.name, "err", err)
 	}
@@ -376,7 +383,7 @@ func (t *Topic) Channels() []*Channel {
 func (t *Topic) Pause() {
 	t.mu.Lock()
 	t.paused.Store(true)
-	t.mu.Unlock()
+	t.unlock()
 }
 
 // UnPause resumes moving messages to channels.
@@ -384,7 +391,7 @@ func (t *Topic) UnPause() {
 	t.mu.Lock()
 	t.paused.Store(false)
 	t.startDrainLocked()
-	t.mu.Unlock()
+	t.unlock()
 }
 
 // IsPaused reports the pause state.
@@ -400,7 +407,7 @@ func (t *Topic) Depth() int64 { return t.q.depth() }
 func (t *Topic) Empty() error {
 	t.mu.Lock()
 	t.q.clearMemLocked()
-	t.mu.Unlock()
+	t.unlock()
 	if err := t.q.backend.Empty(); err != nil {
 		return fmt.Errorf("topic %s: empty: %w", t.name, err)
 	}
@@ -415,11 +422,11 @@ func (t *Topic) close(deleted bool) error {
 	deleted = deleted || t.ephemeral
 	t.mu.Lock()
 	if t.exiting {
-		t.mu.Unlock()
+		t.unlock()
 		return nil
 	}
 	t.exiting = true
-	t.mu.Unlock()
+	t.unlock()
 	t.drainWG.Wait()
 
 	t.mu.Lock()
@@ -429,7 +436,7 @@ func (t *Topic) close(deleted bool) error {
 		chans = append(chans, ch)
 	}
 	pending := t.q.drainMemLocked()
-	t.mu.Unlock()
+	t.unlock()
 
 	var errs []error
 	for _, ch := range chans {
@@ -452,7 +459,7 @@ func (t *Topic) close(deleted bool) error {
 // memguard.go).
 func (t *Topic) spillToDisk() int {
 	t.mu.Lock()
-	defer t.mu.Unlock()
+	defer t.unlock()
 	if t.exiting {
 		return 0
 	}

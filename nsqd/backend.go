@@ -26,6 +26,14 @@ type backendQueue interface {
 	Mark()
 	Commit() error
 	Rewind()
+	// NextHeld and Release keep a record on disk until it is done with
+	// (FIN'd): a crash rereads every record not yet released (held.go).
+	NextHeld() ([]byte, diskqueue.Ticket, error)
+	Release(t diskqueue.Ticket)
+	// Peek shows the next records without changing anything; SkipWhile
+	// drops records from the head (depth caps, message age).
+	Peek(n int, fn func(rec []byte) bool) error
+	SkipWhile(max int64, keep func(rec []byte) bool) (int64, error)
 }
 
 // queueConfig is the part of Options that every topic and channel needs.
@@ -103,3 +111,9 @@ func (discardBackend) LastError() error        { return nil }
 func (discardBackend) Mark()                   {}
 func (discardBackend) Commit() error           { return nil }
 func (discardBackend) Rewind()                 {}
+func (discardBackend) NextHeld() ([]byte, diskqueue.Ticket, error) {
+	return nil, 0, diskqueue.ErrEmpty
+}
+func (discardBackend) Release(diskqueue.Ticket)                          {}
+func (discardBackend) Peek(int, func([]byte) bool) error                 { return nil }
+func (discardBackend) SkipWhile(int64, func([]byte) bool) (int64, error) { return 0, nil }

@@ -98,11 +98,22 @@ type Queue struct {
 	closed     bool
 	onError    func(error)
 
+	// tailNum is the lowest segment not yet deleted: segments from tailNum
+	// to the floor (held.go) are kept for held records.
+	tailNum int64
+	// readOrd counts records read; holds remember it (held.go).
+	readOrd    int64
+	holds      holdRing
+	lastRead   heldRec // the record readNext just returned
+	lastTicket Ticket  // its ticket, when it was held by Mark
+
 	// Provisional reads (mark.go): after Mark, markReads records have been
-	// read since the mark at (markNum, markPos).
+	// read since the mark at (markNum, markPos), the first with ticket
+	// markFirst.
 	marked           bool
 	markReads        int64
 	markNum, markPos int64
+	markFirst        Ticket
 
 	// Read without mu so stats never wait behind an fsync.
 	depth   atomic.Int64
@@ -302,11 +313,9 @@ func (q *Queue) Empty() error {
 	if q.closed {
 		return ErrClosed
 	}
-	from := q.readNum
-	if q.heldLocked() {
-		from = q.markNum // segments read provisionally are still there
-	}
+	from := q.tailNum // segments kept for held records go too
 	q.marked, q.markReads = false, 0
+	q.holds.reset()
 	q.closeReader()
 	q.closeWriter()
 	var errs []error
@@ -319,6 +328,7 @@ func (q *Queue) Empty() error {
 	}
 	q.writePos = 0
 	q.readNum, q.readPos = q.writeNum, 0
+	q.tailNum = q.readNum
 	q.readEndKnown = false
 	q.depth.Store(0)
 	q.dataDirty = false
@@ -389,6 +399,11 @@ func (q *Queue) noteOps(n int64) {
 		}
 		return
 	}
+	q.armTimer()
+}
+
+// armTimer makes sure a sync comes within SyncTimeout.
+func (q *Queue) armTimer() {
 	if q.syncTimeout <= 0 || q.timerArmed {
 		return
 	}

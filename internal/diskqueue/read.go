@@ -29,8 +29,15 @@ var (
 	errHeld = errors.New("segment missing while reads are held")
 )
 
+// errKept: SkipWhile's keep accepted the next record; it stays unread.
+var errKept = errors.New("record kept")
+
 // readNext pops one record under mu.
-func (q *Queue) readNext() ([]byte, error) {
+func (q *Queue) readNext() ([]byte, error) { return q.readNextUnless(nil) }
+
+// readNextUnless pops one record under mu, unless keep (if set) accepts
+// it: then the record stays unread and errKept is returned.
+func (q *Queue) readNextUnless(keep func([]byte) bool) ([]byte, error) {
 	for {
 		if !q.hasData() {
 			q.drained()
@@ -69,8 +76,8 @@ func (q *Queue) readNext() ([]byte, error) {
 		if err != nil {
 			var ce *corruptError
 			if errors.As(err, &ce) {
-				if q.heldLocked() {
-					// Set aside only from a committed position (mark.go).
+				if q.stallOnDamage() {
+					// Set aside only when no hold needs it (held.go).
 					q.closeReader()
 					return nil, ErrEmpty
 				}
@@ -80,6 +87,11 @@ func (q *Queue) readNext() ([]byte, error) {
 			// An I/O error: keep the position, reopen on the next call.
 			q.closeReader()
 			return nil, err
+		}
+		if keep != nil && keep(rec) {
+			// readPos did not move; the reader did: reopen at readPos.
+			q.closeReader()
+			return nil, errKept
 		}
 		q.noteRead(q.readNum, q.readPos)
 		q.readPos += 4 + int64(len(rec))
@@ -140,7 +152,7 @@ func (q *Queue) openReader() error {
 		if !errors.Is(err, os.ErrNotExist) {
 			return err
 		}
-		if q.heldLocked() {
+		if q.stallOnDamage() {
 			return errHeld
 		}
 		q.bad.Add(1)
@@ -195,21 +207,11 @@ func (q *Queue) skipReadSegment() {
 // position is persisted first, so after a crash the metadata never points
 // at a segment that no longer exists.
 func (q *Queue) advanceRead() {
-	old := q.readNum
 	q.closeReader()
 	q.readNum++
 	q.readPos = 0
 	q.readEndKnown = false
-	if q.heldLocked() {
-		return // Commit deletes it (mark.go)
-	}
-	if err := q.syncLocked(); err != nil {
-		q.setErr(fmt.Errorf("diskqueue %s: sync: %w", q.name, err))
-		q.log.Error("diskqueue sync failed", "queue", q.name, "err", err)
-	}
-	if err := removeFile(q.segPath(old)); err != nil {
-		q.log.Error("diskqueue cannot remove read segment", "queue", q.name, "err", err)
-	}
+	q.trimLocked() // unless held records keep it (held.go)
 }
 
 // drained runs when the reader has caught up: give the read buffer back

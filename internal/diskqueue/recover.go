@@ -145,6 +145,7 @@ func (q *Queue) scanFrom(ms metaState, last int64, haveMeta bool) error {
 		}
 	}
 	q.readNum, q.readPos = readNum, readPos
+	q.tailNum = readNum
 	q.writeNum, q.writePos = writeNum, writePos
 	q.depth.Store(depth)
 	if haveMeta && q.state() != ms {

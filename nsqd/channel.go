@@ -473,11 +473,16 @@ func (ch *Channel) Empty() error {
 // close stops the channel. With deleted it throws everything away;
 // otherwise it writes memory, in-flight and deferred messages to disk so a
 // restart delivers them (deferred ones keeping their due time).
-func (ch *Channel) close(deleted bool) error {
+func (ch *Channel) close(deleted bool) error { return ch.stop(deleted)() }
+
+// stop is close but for the disk work, which the caller runs (finish)
+// once it holds no lock. A deleted channel's files have already left its
+// queues' names when stop returns (renames), so its caller can free the
+// name at once: finish only removes them.
+func (ch *Channel) stop(deleted bool) (finish func() error) {
 	ch.mu.Lock()
-	finish := ch.closeLocked(deleted)
-	ch.mu.Unlock()
-	return finish()
+	defer ch.mu.Unlock()
+	return ch.closeLocked(deleted)
 }
 
 // deleteIfIdle deletes the channel if it has no subscriber, atomically
@@ -524,7 +529,12 @@ func (ch *Channel) closeLocked(deleted bool) (finish func() error) {
 	deferred := ch.drainDeferredLocked()
 	ch.deferredCount.Store(0)
 	if deleted {
-		return func() error { return errors.Join(ch.spill.drop(ch), ch.q.backend.Delete()) }
+		// Detached now, removed later: a channel of the same name created
+		// once the caller frees the name must not see or lose these files.
+		spill, err1 := ch.spill.detach(ch)
+		backend, err2 := ch.q.backend.Detach()
+		tombs := tombstones{spill, backend}
+		return func() error { return errors.Join(err1, err2, tombs.Remove()) }
 	}
 	return func() error {
 		var errs []error

@@ -86,12 +86,19 @@ func (s *deferredSpill) close() error {
 // drop deletes the side queue and everything in it. Only the holder of
 // busy calls it; count and minDue are the caller's to reset.
 func (s *deferredSpill) drop(ch *Channel) error {
+	tomb, err := s.detach(ch)
+	return errors.Join(err, tomb.Remove())
+}
+
+// detach is drop's locked half: the files leave the queue's name, the
+// tombstone removes them.
+func (s *deferredSpill) detach(ch *Channel) (diskqueue.Tombstone, error) {
 	if err := s.open(ch); err != nil {
-		return err
+		return diskqueue.Tombstone{}, err
 	}
-	err := s.q.Delete()
+	tomb, err := s.q.Detach()
 	s.q = nil
-	return err
+	return tomb, err
 }
 
 // spillPass is the outcome of one round of the worker's disk work.

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nsqgo/nsq/internal/diskqueue"
 	"github.com/nsqgo/nsq/internal/names"
 )
 
@@ -304,11 +305,14 @@ func (t *Topic) DeleteChannel(name string) error {
 		t.mu.Unlock()
 		return errChannelNotFound
 	}
+	// Stopped (files detached) before the name is free: a channel created
+	// at once under this name must find none of these files, lose none.
+	finish := ch.stop(true)
 	delete(t.channels, name)
 	t.setChannelsLocked()
 	retired := t.retireIfEmptyLocked()
 	t.mu.Unlock()
-	err := ch.close(true)
+	err := finish()
 	if t.hooks.channelDeleted != nil {
 		t.hooks.channelDeleted(t, ch)
 	}
@@ -409,14 +413,20 @@ func (t *Topic) Empty() error {
 
 // close stops the topic and its channels; deleted removes their data,
 // otherwise the backlog is written to disk.
-func (t *Topic) close(deleted bool) error {
+func (t *Topic) close(deleted bool) error { return t.stop(deleted)() }
+
+// stop is close but for the disk work, which the caller runs (finish)
+// once it holds no lock. With deleted, the files of the topic and its
+// channels have left their names when stop returns (renames), so the
+// daemon can stop a topic under the lock that frees its name.
+func (t *Topic) stop(deleted bool) (finish func() error) {
 	// An ephemeral topic is not in nsqd.dat and never comes back, so what its
 	// (non-ephemeral) channels would write to disk could only be orphaned.
 	deleted = deleted || t.ephemeral
 	t.mu.Lock()
 	if t.exiting {
 		t.mu.Unlock()
-		return nil
+		return func() error { return nil }
 	}
 	t.exiting = true
 	t.mu.Unlock()
@@ -429,23 +439,31 @@ func (t *Topic) close(deleted bool) error {
 		chans = append(chans, ch)
 	}
 	pending := t.q.drainMemLocked()
+	var tomb diskqueue.Tombstone
+	var detachErr error
+	if deleted {
+		tomb, detachErr = t.q.backend.Detach()
+	}
 	t.mu.Unlock()
 
-	var errs []error
+	finishes := make([]func() error, 0, len(chans))
 	for _, ch := range chans {
-		if err := ch.close(deleted); err != nil {
-			errs = append(errs, err)
+		finishes = append(finishes, ch.stop(deleted))
+	}
+	return func() error {
+		var errs []error
+		for _, finish := range finishes {
+			errs = append(errs, finish())
 		}
+		if deleted {
+			return errors.Join(append(errs, detachErr, tomb.Remove())...)
+		}
+		errs = append(errs, t.persistBacklog(pending), t.q.backend.Close())
+		if err := errors.Join(errs...); err != nil {
+			return fmt.Errorf("topic %s: close: %w", t.name, err)
+		}
+		return nil
 	}
-	if deleted {
-		errs = append(errs, t.q.backend.Delete())
-		return errors.Join(errs...)
-	}
-	errs = append(errs, t.persistBacklog(pending), t.q.backend.Close())
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("topic %s: close: %w", t.name, err)
-	}
-	return nil
 }
 
 // spillToDisk writes the topic's memory backlog to disk (memory pressure,

@@ -22,7 +22,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -274,34 +273,6 @@ func (q *Queue) Close() error {
 		q.setErr(err)
 	}
 	return err
-}
-
-// Delete closes the queue and removes its segments and metadata. Segments
-// set aside as ".bad" are kept.
-func (q *Queue) Delete() error {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if q.closed {
-		return ErrClosed
-	}
-	q.shutdown()
-	q.depth.Store(0)
-	names, err := listDir(q.dir)
-	var errs []error
-	if err != nil {
-		errs = append(errs, err)
-	}
-	for _, fn := range names {
-		if _, ok := parseSegmentName(fn, q.name); ok || isMetaTmp(fn, q.name) {
-			errs = append(errs, removeFile(filepath.Join(q.dir, fn)))
-		}
-	}
-	errs = append(errs, removeFile(q.metaFile))
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("diskqueue %s: delete: %w", q.name, err)
-	}
-	forgetSegments(q.dir, q.name)
-	return nil
 }
 
 // Empty drops every record and removes the segments; the queue stays

@@ -32,6 +32,9 @@ import (
 var unreadableMeta = metaState{readNum: -1}
 
 func (q *Queue) recover() error {
+	if err := q.finishDeleteIfMarked(); err != nil {
+		return err
+	}
 	ms, err := readMeta(q.metaFile)
 	haveMeta := false
 	switch {

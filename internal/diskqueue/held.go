@@ -98,20 +98,17 @@ func (q *Queue) NextHeld() ([]byte, Ticket, error) {
 	if q.closed {
 		return nil, 0, ErrClosed
 	}
+	q.holdNext = true // noteRead holds it before anything can drop its segment
 	rec, err := q.readNext()
+	q.holdNext = false
 	if err != nil {
 		if err == ErrEmpty {
 			return nil, 0, err
 		}
 		return nil, 0, fmt.Errorf("diskqueue %s: read: %w", q.name, err)
 	}
-	t := q.lastTicket
-	if !q.marked {
-		// Under Mark the read was held already (noteRead).
-		t = q.holds.push(q.lastRead)
-	}
 	q.noteOps(1)
-	return rec, t, nil
+	return rec, q.lastTicket, nil
 }
 
 // Release ends the hold of t: once every older held record is released

@@ -213,8 +213,11 @@ func TestHeldRecordStallsDamageInItsSegment(t *testing.T) {
 	if q.BadSegments() != 1 {
 		t.Fatalf("BadSegments %d", q.BadSegments())
 	}
+	// Segment 0 stays for record 0; segment 2, drained and more than half
+	// full, has given its space back.
+	wantSegments(t, dir, 0)
 	q.Release(early[0])
-	wantSegments(t, dir, 2)
+	wantSegments(t, dir)
 }
 
 // The ring under random releases: the floor is always the oldest
@@ -253,4 +256,29 @@ func TestHoldRingRandomReleases(t *testing.T) {
 	if tk := r.push(heldRec{}); tk != 7+n {
 		t.Fatalf("next ticket %d, want %d", tk, 7+n)
 	}
+}
+
+// A reader that catches up with the writer in a segment at least half
+// full gives the segment's space back; a smaller one is kept (no new file
+// per message for a reader that keeps up). Reopen and crash see the same
+// records.
+func TestDrainedQueueGivesSpaceBack(t *testing.T) {
+	dir := t.TempDir()
+	q := mustOpen(t, testOpts(dir))
+	for i := 0; i < 3; i++ {
+		mustPut(t, q, testRec(i, fixedSize))
+	}
+	equalInts(t, readAll(t, q), want([2]int{0, 3}))
+	wantSegments(t, dir, 0) // 1512 bytes < half of 4096
+	for i := 3; i < 5; i++ {
+		mustPut(t, q, testRec(i, fixedSize))
+	}
+	equalInts(t, readAll(t, q), want([2]int{3, 5}))
+	wantSegments(t, dir)
+	mustPut(t, q, testRec(5, fixedSize))
+	wantSegments(t, dir, 1)
+	q.crash()
+	q = mustOpen(t, testOpts(dir))
+	equalInts(t, readAll(t, q), want([2]int{5, 6}))
+	q.Close()
 }

@@ -94,15 +94,18 @@ func (q *Queue) releaseMarkLocked() {
 }
 
 // noteRead records a successful read of a record that started at
-// (num, pos); under Mark the record is held, and the first one after Mark
-// fixes the mark.
+// (num, pos); under Mark or for NextHeld the record is held, and the first
+// one after Mark fixes the mark.
 func (q *Queue) noteRead(num, pos int64) {
-	q.lastRead = heldRec{num: num, pos: pos, ord: q.readOrd}
+	h := heldRec{num: num, pos: pos, ord: q.readOrd}
 	q.readOrd++
+	if !q.marked && !q.holdNext {
+		return
+	}
+	q.lastTicket = q.holds.push(h)
 	if !q.marked {
 		return
 	}
-	q.lastTicket = q.holds.push(q.lastRead)
 	if q.markReads == 0 {
 		q.markNum, q.markPos, q.markFirst = num, pos, q.lastTicket
 	}

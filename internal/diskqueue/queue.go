@@ -103,8 +103,13 @@ type Queue struct {
 	// readOrd counts records read; holds remember it (held.go).
 	readOrd    int64
 	holds      holdRing
-	lastRead   heldRec // the record readNext just returned
-	lastTicket Ticket  // its ticket, when it was held by Mark
+	holdNext   bool   // NextHeld: noteRead holds the record it notes
+	lastTicket Ticket // the ticket of the record noteRead last held
+
+	// writeFailed: a write failed since the write segment began; a
+	// caught-up reader then gives the segment's space back at once
+	// (giveBack).
+	writeFailed bool
 
 	// Provisional reads (mark.go): after Mark, markReads records have been
 	// read since the mark at (markNum, markPos), the first with ticket
@@ -162,6 +167,7 @@ func Open(opts Options) (*Queue, error) {
 	if err := q.recover(); err != nil {
 		return nil, fmt.Errorf("diskqueue %s: open: %w", q.name, err)
 	}
+	q.giveBack() // a drained queue does not keep a half-full segment
 	return q, nil
 }
 
@@ -194,6 +200,8 @@ func (q *Queue) PutBatch(recs [][]byte) error {
 		err = fmt.Errorf("diskqueue %s: write: %w", q.name, err)
 		q.setErr(err)
 		q.log.Error("diskqueue write failed", "queue", q.name, "err", err)
+		q.writeFailed = true
+		q.giveBack()
 		return err
 	}
 	q.lastErr.Store(nil)

@@ -218,11 +218,13 @@ func (q *Queue) advanceRead() {
 // and make depth agree with the positions (it can only disagree after
 // records were lost to a corrupt segment).
 func (q *Queue) drained() {
-	q.releaseReadBuf()
 	if d := q.depth.Load(); d != 0 {
 		q.log.Warn("diskqueue depth disagrees with positions at the tail, resetting to 0",
 			"queue", q.name, "depth", d)
 		q.depth.Store(0)
+	}
+	if !q.giveBack() {
+		q.releaseReadBuf()
 	}
 }
 
@@ -269,4 +271,37 @@ func (q *Queue) retainedBuffers() []int {
 		caps = append(caps, q.rd.Size())
 	}
 	return caps
+}
+
+// giveBack starts a new segment and deletes the write segment when the
+// reader has caught up with the writer in it and no held record is in it,
+// if a write failed since the segment began (a full disk: the space is
+// needed now) or the segment is half full: a drained queue keeps at most
+// half a segment of dead data. It reports whether it did.
+//
+// The metadata is not synced for it: after a crash it names the deleted
+// segment with nothing to read, which recovery takes as an empty queue.
+func (q *Queue) giveBack() bool {
+	if q.readNum != q.writeNum || q.readPos != q.writePos || q.writePos == 0 {
+		return false
+	}
+	if !q.writeFailed && q.writePos < q.maxBytes/2 || q.markHeld() || q.holds.anyIn(q.writeNum) {
+		return false
+	}
+	q.closeReader()
+	q.closeWriter()
+	old := q.writeNum
+	q.writeNum++
+	q.writePos = 0
+	q.readNum, q.readPos = q.writeNum, 0
+	q.readEndKnown = false
+	if q.tailNum == old {
+		q.tailNum = q.writeNum
+	}
+	q.writeFailed = false
+	if err := removeFile(q.segPath(old)); err != nil {
+		q.log.Error("diskqueue cannot remove drained segment", "queue", q.name, "err", err)
+	}
+	q.armTimer()
+	return true
 }

@@ -201,6 +201,7 @@ func (q *Queue) roll() error {
 		q.dataDirty = false
 	}
 	q.closeWriter()
+	q.writeFailed = false
 	if q.readNum == q.writeNum {
 		// The reader's segment is finished: its end is where we stopped.
 		q.readEnd, q.readEndKnown = q.writePos, true

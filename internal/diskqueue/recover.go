@@ -60,6 +60,14 @@ func (q *Queue) recover() error {
 		for fileExists(q.segPath(last + 1)) {
 			last++
 		}
+		var trusted bool
+		if ms, last, trusted, err = q.reconcile(ms, last); err != nil {
+			return err
+		}
+		if !trusted {
+			haveMeta = false
+			q.persisted = unreadableMeta // rewritten at the next sync
+		}
 	} else {
 		// Without metadata only a directory listing can tell where the
 		// data starts (an emptied queue does not restart at 0). A missing
@@ -248,4 +256,60 @@ func scanSegment(path string, start, minSize, maxSize int64) (segScan, error) {
 	}
 	res.end = pos
 	return res, nil
+}
+
+// reconcile checks the metadata against the segments that exist. Segments
+// right below the read position are leftovers of a crash between
+// persisting the position and deleting them: they are deleted. Metadata
+// whose read position lies past every segment while segments exist below
+// it (absurd numbers: a foreign or damaged file) would make those records
+// undeliverable: it is not trusted (false), and recovery starts from the
+// lowest segment (duplicates rather than loss). A write position far past
+// the files is clamped so the scan does not walk empty numbers. What it
+// does is logged. The common case costs one or two stat calls; a listing
+// only when the read segment is missing and the name has segments.
+func (q *Queue) reconcile(ms metaState, last int64) (metaState, int64, bool, error) {
+	lo := ms.readNum
+	for lo > 0 && fileExists(q.segPath(lo-1)) {
+		lo--
+	}
+	readExists := fileExists(q.segPath(ms.readNum))
+	leftovers := lo < ms.readNum && (readExists ||
+		// caught up at a segment roll: the next segment is not written yet
+		ms.readNum == ms.writeNum && ms.readPos == 0 && ms.writePos == 0)
+	if leftovers {
+		for n := lo; n < ms.readNum; n++ {
+			if err := removeFile(q.segPath(n)); err != nil {
+				return ms, last, false, err
+			}
+		}
+		q.log.Warn("diskqueue removed segments below the recorded read position (left by a crash)",
+			"queue", q.name, "from", lo, "to", ms.readNum-1)
+		lo = ms.readNum
+	}
+	if readExists && fileExists(q.segPath(last)) {
+		return ms, last, true, nil
+	}
+	// The read or write segment is missing: normal for a drained queue, a
+	// new write segment or go-diskqueue's crash order; absurd numbers look
+	// the same until the files are listed.
+	maybe, err := mayHaveSegments(q.dir, q.name)
+	if err != nil || !maybe && lo == ms.readNum {
+		return ms, last, true, err
+	}
+	first, hi, found, err := segmentRange(q.dir, q.name)
+	if err != nil || !found {
+		return ms, last, true, err
+	}
+	if hi < ms.readNum {
+		q.log.Warn("diskqueue metadata names positions past the segments present; recovering from the segments",
+			"queue", q.name, "meta", string(ms.appendText(nil)), "segments_from", first, "segments_to", hi)
+		return metaState{readNum: first, writeNum: hi}, hi, false, nil
+	}
+	if last > hi+1 {
+		q.log.Warn("diskqueue metadata write position is past the segments present",
+			"queue", q.name, "meta", string(ms.appendText(nil)), "last_segment", hi)
+		last = max(hi, ms.readNum)
+	}
+	return ms, last, true, nil
 }

@@ -94,7 +94,7 @@ func (r *holdRing) reset() {
 // NextHeld is Next, but the record stays held until Release(t).
 func (q *Queue) NextHeld() ([]byte, Ticket, error) {
 	q.mu.Lock()
-	defer q.mu.Unlock()
+	defer q.unlock()
 	if q.closed {
 		return nil, 0, ErrClosed
 	}
@@ -117,7 +117,7 @@ func (q *Queue) NextHeld() ([]byte, Ticket, error) {
 // or Rewind already dropped, does nothing.
 func (q *Queue) Release(t Ticket) {
 	q.mu.Lock()
-	defer q.mu.Unlock()
+	defer q.unlock()
 	if q.closed || !q.holds.release(t) {
 		return
 	}

@@ -42,7 +42,7 @@ func (q *Queue) Mark() {
 // names a deleted segment) and the next sync records the new position.
 func (q *Queue) Commit() error {
 	q.mu.Lock()
-	defer q.mu.Unlock()
+	defer q.unlock()
 	if !q.marked {
 		return nil
 	}

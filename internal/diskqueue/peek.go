@@ -128,7 +128,7 @@ func (q *Queue) peekSegment(num, start, limit int64, rd *bufio.Reader, big *[]by
 // provisional like any read.
 func (q *Queue) SkipWhile(max int64, keep func(rec []byte) bool) (skipped int64, err error) {
 	q.mu.Lock()
-	defer q.mu.Unlock()
+	defer q.unlock()
 	if q.closed {
 		return 0, ErrClosed
 	}

@@ -42,6 +42,10 @@ type Options struct {
 	// runs with the queue's lock held: it must be quick and must not call
 	// the queue.
 	OnError func(error)
+
+	// fsync replaces (*os.File).Sync for the data syncs that run outside
+	// the queue's lock: tests inject slow or failing disks with it.
+	fsync func(*os.File) error
 }
 
 var (
@@ -87,15 +91,22 @@ type Queue struct {
 	rd        *bufio.Reader // pooled; held only while records remain
 	writeFile *os.File
 
-	unsynced   int64     // writes+reads since the last sync
-	dataDirty  bool      // writeFile has data not yet fsynced
-	writeJunk  bool      // a failed write's bytes may remain past writePos
-	start      metaState // state a failing writeRecords returns to
+	unsynced   int64      // writes+reads since the last sync
+	syncDue    bool       // noteOps: a sync is due; unlock runs it (sync.go)
+	syncMu     sync.Mutex // serializes syncs outside mu; taken before mu
+	writeGen   uint64     // counts writes of data
+	syncedGen  uint64     // the data of writes up to this count is fsynced
+	metaSeq    uint64     // numbers metadata states taken for writing
+	persistSeq uint64     // the number of the state in the metadata file
+	dataDirty  bool       // writeFile has data not yet fsynced
+	writeJunk  bool       // a failed write's bytes may remain past writePos
+	start      metaState  // state a failing writeRecords returns to
 	persisted  metaState
 	timer      *time.Timer
 	timerArmed bool
 	closed     bool
 	onError    func(error)
+	fsync      func(*os.File) error // Options.fsync
 
 	// tailNum is the lowest segment not yet deleted: segments from tailNum
 	// to the floor (held.go) are kept for held records.
@@ -148,6 +159,10 @@ func Open(opts Options) (*Queue, error) {
 		syncTimeout: opts.SyncTimeout,
 		log:         opts.Logger,
 		onError:     opts.OnError,
+		fsync:       opts.fsync,
+	}
+	if q.fsync == nil {
+		q.fsync = (*os.File).Sync
 	}
 	if q.maxBytes <= 0 {
 		q.maxBytes = defaultMaxBytesPerFile
@@ -189,7 +204,7 @@ func (q *Queue) PutBatch(recs [][]byte) error {
 		}
 	}
 	q.mu.Lock()
-	defer q.mu.Unlock()
+	defer q.unlock()
 	if q.closed {
 		return ErrClosed
 	}
@@ -213,7 +228,7 @@ func (q *Queue) PutBatch(recs [][]byte) error {
 // owned by the caller. It returns ErrEmpty when there is nothing to read.
 func (q *Queue) Next() ([]byte, error) {
 	q.mu.Lock()
-	defer q.mu.Unlock()
+	defer q.unlock()
 	if q.closed {
 		return nil, ErrClosed
 	}
@@ -254,16 +269,12 @@ func (q *Queue) setErr(err error) {
 // Sync fsyncs the write segment and persists the metadata.
 func (q *Queue) Sync() error {
 	q.mu.Lock()
-	defer q.mu.Unlock()
-	if q.closed {
+	closed := q.closed
+	q.mu.Unlock()
+	if closed {
 		return ErrClosed
 	}
-	if err := q.syncLocked(); err != nil {
-		err = fmt.Errorf("diskqueue %s: sync: %w", q.name, err)
-		q.setErr(err)
-		return err
-	}
-	return nil
+	return q.syncOutside()
 }
 
 // Close syncs and releases files and the timer. Every later call returns
@@ -345,42 +356,6 @@ func (q *Queue) hasData() bool {
 	return q.readNum < q.writeNum || q.readPos < q.writePos
 }
 
-// syncLocked makes written data durable and records the positions. The
-// metadata is only rewritten when it changed, so an untouched queue never
-// creates a file and an idle one costs no I/O.
-func (q *Queue) syncLocked() error {
-	if q.writeFile != nil && q.dataDirty {
-		if err := q.writeFile.Sync(); err != nil {
-			return err
-		}
-		q.dataDirty = false
-	}
-	if st := q.persistState(); st != q.persisted {
-		if err := writeMeta(q.metaFile, st); err != nil {
-			return fmt.Errorf("metadata: %w", err)
-		}
-		q.persisted = st
-	}
-	q.unsynced = 0
-	q.stopTimer()
-	return nil
-}
-
-// noteOps counts n operations toward SyncEvery and arms the SyncTimeout
-// timer if this is the first unsynced operation.
-func (q *Queue) noteOps(n int64) {
-	q.unsynced += n
-	if q.unsynced >= q.syncEvery {
-		if err := q.syncLocked(); err != nil {
-			err = fmt.Errorf("diskqueue %s: sync: %w", q.name, err)
-			q.setErr(err)
-			q.log.Error("diskqueue sync failed", "queue", q.name, "err", err)
-		}
-		return
-	}
-	q.armTimer()
-}
-
 // armTimer makes sure a sync comes within SyncTimeout.
 func (q *Queue) armTimer() {
 	if q.syncTimeout <= 0 || q.timerArmed {
@@ -398,27 +373,5 @@ func (q *Queue) stopTimer() {
 	if q.timerArmed {
 		q.timer.Stop()
 		q.timerArmed = false
-	}
-}
-
-// onTimer runs in the timer's goroutine. A callback that lost the race with
-// a sync (it was already running when Stop was called) finds nothing to do.
-func (q *Queue) onTimer() {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	q.timerArmed = false
-	if q.closed {
-		return
-	}
-	if q.unsynced > 0 {
-		if err := q.syncLocked(); err != nil {
-			err = fmt.Errorf("diskqueue %s: sync: %w", q.name, err)
-			q.setErr(err)
-			q.log.Error("diskqueue sync failed", "queue", q.name, "err", err)
-		}
-	}
-	// An idle, drained queue gives its read descriptor back.
-	if !q.hasData() {
-		q.closeReader()
 	}
 }

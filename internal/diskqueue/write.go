@@ -102,6 +102,7 @@ func (q *Queue) flush(b []byte, recs int64) error {
 	q.writePos += int64(n)
 	if n > 0 {
 		q.dataDirty = true
+		q.writeGen++
 	}
 	if err == nil {
 		q.depth.Add(recs)

@@ -278,8 +278,11 @@ func (q *Queue) Sync() error {
 }
 
 // Close syncs and releases files and the timer. Every later call returns
-// ErrClosed.
+// ErrClosed. A sync running outside the lock is waited for, so nothing
+// touches the queue's files once Close has returned.
 func (q *Queue) Close() error {
+	q.syncMu.Lock()
+	defer q.syncMu.Unlock()
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.closed {

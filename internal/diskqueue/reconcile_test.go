@@ -55,3 +55,17 @@ func TestOpenRecoversFromAbsurdMetadata(t *testing.T) {
 		q.Close()
 	}
 }
+
+// A read position inside a record (damaged or foreign metadata) moves to
+// the next record boundary: no record is ever read from its middle.
+func TestOpenMisalignedReadPosition(t *testing.T) {
+	dir := t.TempDir()
+	fillFixed(t, dir, 2*perSeg)
+	writeFile(t, metaOf(dir), []byte("15\n0,600\n1,4032\n")) // inside record 1
+	q := mustOpen(t, testOpts(dir))
+	if d := q.Depth(); d != 2*perSeg-2 {
+		t.Fatalf("depth %d, want %d", d, 2*perSeg-2)
+	}
+	equalInts(t, readAll(t, q), want([2]int{2, 2 * perSeg}))
+	q.Close()
+}

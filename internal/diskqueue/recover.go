@@ -102,12 +102,16 @@ func (q *Queue) scanFrom(ms metaState, last int64, haveMeta bool) error {
 	var depth int64
 	leading := true // no existing segment seen yet
 	for n := ms.readNum; n <= last; n++ {
-		start := int64(0)
-		if n == ms.readNum {
-			start = ms.readPos
+		// The read segment is walked from its start, so that a read
+		// position that is not at a record boundary (damaged or foreign
+		// metadata) is found and moved to the next boundary: a record is
+		// never read from its middle.
+		mark := int64(0)
+		if n == readNum {
+			mark = readPos
 		}
 		path := q.segPath(n)
-		res, err := scanSegment(path, start, q.minSize, q.maxSize)
+		res, err := scanSegment(path, 0, mark, q.minSize, q.maxSize)
 		if errors.Is(err, os.ErrNotExist) {
 			if leading {
 				// The read segment is gone: most likely a crash between
@@ -127,8 +131,8 @@ func (q *Queue) scanFrom(ms metaState, last int64, haveMeta bool) error {
 		}
 		leading = false
 		if n == readNum && res.start != readPos {
-			q.log.Warn("diskqueue metadata read position is past the end of its segment",
-				"queue", q.name, "segment", path, "readPos", readPos, "size", res.size)
+			q.log.Warn("diskqueue metadata read position is not at a record boundary of its segment; reading from the next one",
+				"queue", q.name, "segment", path, "readPos", readPos, "boundary", res.start, "size", res.size)
 			readPos = res.start
 		}
 		depth += res.count
@@ -176,7 +180,7 @@ const (
 )
 
 type segScan struct {
-	start int64 // where the walk started (readPos clamped to the size)
+	start int64 // the first record boundary at or after mark (else end)
 	end   int64 // end of the last complete, valid record
 	size  int64
 	count int64 // complete records between start and end
@@ -189,9 +193,10 @@ const scanBufSize = 64 << 10
 
 var scanPool = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, scanBufSize) }}
 
-// scanSegment walks the records of one segment from start. Bodies are
-// skipped, not copied; large ones by seeking.
-func scanSegment(path string, start, minSize, maxSize int64) (segScan, error) {
+// scanSegment walks the records of one segment from start (a record
+// boundary) and counts those at or after mark. Bodies are skipped, not
+// copied; large ones by seeking.
+func scanSegment(path string, start, mark, minSize, maxSize int64) (segScan, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return segScan{}, err
@@ -203,8 +208,9 @@ func scanSegment(path string, start, minSize, maxSize int64) (segScan, error) {
 	}
 	size := fi.Size()
 	start = min(start, size)
-	res := segScan{start: start, end: start, size: size}
+	res := segScan{start: -1, end: start, size: size}
 	if start == size {
+		res.start = start
 		return res, nil
 	}
 	if _, err := f.Seek(start, io.SeekStart); err != nil {
@@ -218,6 +224,9 @@ func scanSegment(path string, start, minSize, maxSize int64) (segScan, error) {
 	}()
 	pos := start
 	for pos < size {
+		if res.start < 0 && pos >= mark {
+			res.start = pos
+		}
 		if pos+4 > size {
 			res.tail = tailPartial
 			break
@@ -252,9 +261,14 @@ func scanSegment(path string, start, minSize, maxSize int64) (segScan, error) {
 			rd.Reset(f)
 		}
 		pos += skip
-		res.count++
+		if res.start >= 0 {
+			res.count++
+		}
 	}
 	res.end = pos
+	if res.start < 0 {
+		res.start = pos // mark is past the last complete record
+	}
 	return res, nil
 }
 

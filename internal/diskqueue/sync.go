@@ -84,6 +84,12 @@ func (q *Queue) syncOutside() error {
 		err = q.fsync(data)
 		data.Close()
 	}
+	if needMeta {
+		// Detached meanwhile: write nothing next to the freed name.
+		q.mu.Lock()
+		needMeta = !q.closed
+		q.mu.Unlock()
+	}
 	tmp := ""
 	if err == nil && needMeta {
 		if tmp, err = prepareMeta(q.metaFile, st); err != nil {

@@ -152,7 +152,7 @@ func (q *Queue) openWriter() error {
 			// back). Never cut it: count its records, let the reader
 			// have them, and write to a new segment.
 			f.Close()
-			res, err := scanSegment(path, q.writePos, q.minSize, q.maxSize)
+			res, err := scanSegment(path, q.writePos, q.writePos, q.minSize, q.maxSize)
 			if err != nil {
 				return err
 			}

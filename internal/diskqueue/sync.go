@@ -67,9 +67,12 @@ func (q *Queue) syncOutside() error {
 		return nil
 	}
 	gen := q.writeGen
+	if q.syncedGen >= gen {
+		q.dataDirty = false // another sync covered these writes
+	}
 	var data *os.File
 	var err error
-	if q.writeFile != nil && q.dataDirty && q.syncedGen < gen {
+	if q.writeFile != nil && q.dataDirty {
 		data, err = dupFile(q.writeFile)
 	}
 	st := q.persistState()

@@ -59,3 +59,20 @@ func BenchmarkPeek10(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSkipWhile: dropping records from the head (drop_oldest, max
+// age) in calls of 100, next to BenchmarkNext.
+func BenchmarkSkipWhile(b *testing.B) { runSynced(b, benchmarkSkipWhile) }
+
+func benchmarkSkipWhile(b *testing.B) {
+	q := benchOpen(b)
+	fillBench(b, q, b.N+100)
+	b.ReportAllocs()
+	b.SetBytes(benchRec)
+	b.ResetTimer()
+	for n := 0; n < b.N; n += 100 {
+		if _, err := q.SkipWhile(100, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

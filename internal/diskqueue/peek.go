@@ -132,6 +132,8 @@ func (q *Queue) SkipWhile(max int64, keep func(rec []byte) bool) (skipped int64,
 	if q.closed {
 		return 0, ErrClosed
 	}
+	q.scratch = make([]byte, readBufSize)
+	defer func() { q.scratch = nil }()
 	for skipped < max {
 		_, err = q.readNextUnless(keep)
 		if err != nil {

@@ -115,6 +115,7 @@ type Queue struct {
 	readOrd    int64
 	holds      holdRing
 	holdNext   bool   // NextHeld: noteRead holds the record it notes
+	scratch    []byte // SkipWhile's buffer for the records it drops
 	lastTicket Ticket // the ticket of the record noteRead last held
 
 	// writeFailed: a write failed since the write segment began; a

@@ -132,7 +132,13 @@ func (q *Queue) readRecord(limit int64) ([]byte, error) {
 	q.rd.Discard(4)
 	// A fresh slice of exactly the record's size: the caller keeps it as a
 	// message. bufio reads a body larger than its buffer straight into it.
-	rec := make([]byte, n)
+	// SkipWhile keeps nothing: it lends a scratch buffer instead.
+	var rec []byte
+	if n <= int64(cap(q.scratch)) {
+		rec = q.scratch[:n]
+	} else {
+		rec = make([]byte, n)
+	}
 	if _, err := io.ReadFull(q.rd, rec); err != nil {
 		q.closeReader() // the reader is past readPos now
 		if err == io.EOF || err == io.ErrUnexpectedEOF {

@@ -1,6 +1,7 @@
 package nsqd
 
 import (
+	"errors"
 	"log/slog"
 	"sync/atomic"
 	"time"
@@ -18,6 +19,9 @@ type backendQueue interface {
 	Sync() error
 	Close() error
 	Delete() error
+	// Detach is the locked half of Delete: it frees the queue's name at
+	// once (renames); the tombstone removes the files without any lock.
+	Detach() (diskqueue.Tombstone, error)
 	Empty() error
 	LastError() error
 	// Mark, Commit and Rewind make reads provisional until the records are
@@ -26,6 +30,14 @@ type backendQueue interface {
 	Mark()
 	Commit() error
 	Rewind()
+	// NextHeld and Release keep a record on disk until it is done with
+	// (FIN'd): a crash rereads every record not yet released (held.go).
+	NextHeld() ([]byte, diskqueue.Ticket, error)
+	Release(t diskqueue.Ticket)
+	// Peek shows the next records without changing anything; SkipWhile
+	// drops records from the head (depth caps, message age).
+	Peek(n int, fn func(rec []byte) bool) error
+	SkipWhile(max int64, keep func(rec []byte) bool) (int64, error)
 }
 
 // queueConfig is the part of Options that every topic and channel needs.
@@ -99,7 +111,30 @@ func (discardBackend) Sync() error             { return nil }
 func (discardBackend) Close() error            { return nil }
 func (discardBackend) Delete() error           { return nil }
 func (discardBackend) Empty() error            { return nil }
-func (discardBackend) LastError() error        { return nil }
-func (discardBackend) Mark()                   {}
-func (discardBackend) Commit() error           { return nil }
-func (discardBackend) Rewind()                 {}
+func (discardBackend) Detach() (diskqueue.Tombstone, error) {
+	return diskqueue.Tombstone{}, nil
+}
+func (discardBackend) LastError() error { return nil }
+func (discardBackend) Mark()            {}
+func (discardBackend) Commit() error    { return nil }
+func (discardBackend) Rewind()          {}
+func (discardBackend) NextHeld() ([]byte, diskqueue.Ticket, error) {
+	return nil, 0, diskqueue.ErrEmpty
+}
+func (discardBackend) Release(diskqueue.Ticket)                          {}
+func (discardBackend) Peek(int, func([]byte) bool) error                 { return nil }
+func (discardBackend) SkipWhile(int64, func([]byte) bool) (int64, error) { return 0, nil }
+
+// tombstones are the files of deleted queues, already out of their names
+// (see diskqueue.Queue.Detach). A delete detaches under the lock that
+// guards the name, so a new topic or channel of the same name never sees,
+// shares or loses the old one's files, and removes them after unlocking.
+type tombstones []diskqueue.Tombstone
+
+func (ts tombstones) Remove() error {
+	var errs []error
+	for _, t := range ts {
+		errs = append(errs, t.Remove())
+	}
+	return errors.Join(errs...)
+}

@@ -86,6 +86,7 @@ type Channel struct {
 	flightMem      int64                  // memSize of the in-flight messages
 	flightDels     int                    // deletes from inFlight since it was built
 	flightReported int64                  // flightMem as last added to the memory guard
+	releases       []uint64               // held records to release after unlock
 	deferredPQ     pqueue.Queue[*Message] // by due time
 	spill          deferredSpill          // deferred beyond the memory budget
 	subs           []*Subscription
@@ -109,7 +110,7 @@ func newChannel(topicName, name string, ephemeral bool, cfg *queueConfig, e2e *l
 	if err != nil {
 		return nil, fmt.Errorf("channel %s/%s: %w", topicName, name, err)
 	}
-	ch.q.init(cfg, backend, ephemeral, &ch.mu)
+	ch.q.init(cfg, backend, ephemeral, cfg.memQueueSize == 0 && !ephemeral, &ch.mu)
 	if err := ch.loadDeferred(); err != nil {
 		ch.log.Error("loading deferred messages", "topic", topicName, "channel", name, "err", err)
 	}
@@ -187,17 +188,27 @@ func (s *Subscription) StartClose() {
 func (s *Subscription) Finish(id MessageID) error {
 	ch := s.ch
 	ch.mu.Lock()
-	defer ch.unlock()
 	m, err := ch.takeInFlightLocked(s, id)
 	if err != nil {
+		ch.unlock()
 		return err
 	}
 	s.finished.Add(1)
 	if ch.e2e != nil {
 		ch.e2e.observe(time.Now().UnixNano() - m.Timestamp)
 	}
+	ch.dropLocked(m)
 	ch.fillLocked(s)
+	ch.unlock()
 	return nil
+}
+
+// dropLocked is the end of m in this channel (FIN'd, or discarded): its
+// held record, if any, is released once the lock is gone (unlock).
+func (ch *Channel) dropLocked(m *Message) {
+	if h := takeHold(m); h != 0 {
+		ch.releases = append(ch.releases, h)
+	}
 }
 
 // Requeue is REQ: back to the queue now, or after delay.
@@ -311,7 +322,20 @@ func (ch *Channel) settleLocked() {
 // channel ends with it.
 func (ch *Channel) unlock() {
 	ch.settleLocked()
+	releases := ch.releases
+	ch.releases = nil
 	ch.mu.Unlock()
+	if len(releases) == 0 {
+		return
+	}
+	for _, h := range releases {
+		ch.q.release(h)
+	}
+	// A damaged segment holds reads back until its held records are
+	// released: a reader that stopped for it may go on now.
+	if ch.q.memLen.Load() == 0 && ch.q.backend.Depth() > 0 {
+		ch.resume()
+	}
 }
 
 // readySubLocked picks, round-robin, a subscriber with room in its window.
@@ -341,12 +365,14 @@ func (ch *Channel) windowLocked() int64 {
 // deliverLocked puts m in flight to s, or drops it if s samples it out.
 func (ch *Channel) deliverLocked(m *Message, s *Subscription, now int64) {
 	if s.sampleRate > 0 && rand.Int32N(100) > s.sampleRate {
+		ch.dropLocked(m)
 		return
 	}
 	if ch.inFlight == nil {
 		ch.inFlight = make(map[MessageID]*Message)
 	} else if _, dup := ch.inFlight[m.ID]; dup {
 		// A copy restored twice after a crash; the one in flight stands for both.
+		ch.dropLocked(m)
 		return
 	}
 	m.Attempts++
@@ -488,11 +514,16 @@ func (ch *Channel) Empty() error {
 // close stops the channel. With deleted it throws everything away;
 // otherwise it writes memory, in-flight and deferred messages to disk so a
 // restart delivers them (deferred ones keeping their due time).
-func (ch *Channel) close(deleted bool) error {
+func (ch *Channel) close(deleted bool) error { return ch.stop(deleted)() }
+
+// stop is close but for the disk work, which the caller runs (finish)
+// once it holds no lock. A deleted channel's files have already left its
+// queues' names when stop returns (renames), so its caller can free the
+// name at once: finish only removes them.
+func (ch *Channel) stop(deleted bool) (finish func() error) {
 	ch.mu.Lock()
-	finish := ch.closeLocked(deleted)
-	ch.unlock()
-	return finish()
+	defer ch.unlock()
+	return ch.closeLocked(deleted)
 }
 
 // deleteIfIdle deletes the channel if it has no subscriber, atomically
@@ -539,12 +570,32 @@ func (ch *Channel) closeLocked(deleted bool) (finish func() error) {
 	deferred := ch.drainDeferredLocked()
 	ch.deferredCount.Store(0)
 	if deleted {
-		return func() error { return errors.Join(ch.spill.drop(ch), ch.q.backend.Delete()) }
+		// Detached now, removed later: a channel of the same name created
+		// once the caller frees the name must not see or lose these files.
+		spill, err1 := ch.spill.detach(ch)
+		backend, err2 := ch.q.backend.Detach()
+		tombs := tombstones{spill, backend}
+		return func() error { return errors.Join(err1, err2, tombs.Remove()) }
+	}
+	// Held messages are still on disk (their records come back at the next
+	// start): they are not written again, and deferred ones, which keep
+	// their due time in the side queue, let go of their record once there.
+	pending = slices.DeleteFunc(pending, func(m *Message) bool { return m.hold != 0 })
+	var holds []uint64
+	for _, m := range deferred {
+		if h := takeHold(m); h != 0 {
+			holds = append(holds, h)
+		}
 	}
 	return func() error {
 		var errs []error
 		if !ch.ephemeral {
 			errs = append(errs, ch.q.write(pending), ch.saveDeferred(deferred))
+		}
+		if errors.Join(errs...) == nil {
+			for _, h := range holds {
+				ch.q.release(h)
+			}
 		}
 		errs = append(errs, ch.q.backend.Close())
 		if err := errors.Join(errs...); err != nil {

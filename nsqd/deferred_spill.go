@@ -33,8 +33,9 @@ type deferredSpill struct {
 }
 
 type spilled struct {
-	m   *Message
-	due int64
+	m    *Message
+	due  int64
+	hold uint64 // m's held record (msgQueue.release), taken off m
 }
 
 func encodeDeferred(m *Message, due int64) []byte {
@@ -86,12 +87,19 @@ func (s *deferredSpill) close() error {
 // drop deletes the side queue and everything in it. Only the holder of
 // busy calls it; count and minDue are the caller's to reset.
 func (s *deferredSpill) drop(ch *Channel) error {
+	tomb, err := s.detach(ch)
+	return errors.Join(err, tomb.Remove())
+}
+
+// detach is drop's locked half: the files leave the queue's name, the
+// tombstone removes them.
+func (s *deferredSpill) detach(ch *Channel) (diskqueue.Tombstone, error) {
 	if err := s.open(ch); err != nil {
-		return err
+		return diskqueue.Tombstone{}, err
 	}
-	err := s.q.Delete()
+	tomb, err := s.q.Detach()
 	s.q = nil
-	return err
+	return tomb, err
 }
 
 // spillPass is the outcome of one round of the worker's disk work.
@@ -117,14 +125,19 @@ func (p *spillPass) run(ch *Channel, pending []spilled, release bool, n int64) {
 	now := time.Now().UnixNano()
 	for _, r := range pending {
 		if r.due <= now {
+			r.m.hold = r.hold
 			p.ready = append(p.ready, r.m)
 			continue
 		}
 		if err := ch.spill.put(ch, r.m, r.due); err != nil {
 			p.errs = append(p.errs, err)
+			r.m.hold = r.hold
 			p.keep = append(p.keep, r) // memory beats lost
 			continue
 		}
+		// In the side queue with its due time now: its record in the
+		// channel's queue may go.
+		ch.q.release(r.hold)
 		p.written++
 		p.noteDue(r.due)
 	}
@@ -153,7 +166,7 @@ func (p *spillPass) run(ch *Channel, pending []spilled, release bool, n int64) {
 		case due <= now:
 			p.ready = append(p.ready, m)
 		case ch.cfg.guard.admitDeferred(memSize(m)):
-			p.keep = append(p.keep, spilled{m, due})
+			p.keep = append(p.keep, spilled{m: m, due: due})
 		default:
 			if err := q.Put(rec); err != nil {
 				p.errs = append(p.errs, err)
@@ -263,7 +276,7 @@ func (ch *Channel) releaseSpillLocked() {
 func (ch *Channel) deferLocked(m *Message, due int64) {
 	m.deferUntil = 0
 	if !ch.ephemeral && !ch.cfg.guard.admitDeferred(memSize(m)) {
-		ch.spill.pending = append(ch.spill.pending, spilled{m, due})
+		ch.spill.pending = append(ch.spill.pending, spilled{m, due, takeHold(m)})
 		ch.kickSpillLocked()
 	} else {
 		ch.pushDeferredLocked(m, due)
@@ -309,7 +322,9 @@ func (ch *Channel) popDueDeferredLocked(now int64) {
 func (ch *Channel) dueLocked(msgs []*Message) {
 	var overflow []*Message
 	for _, m := range msgs {
-		if overflow == nil && ch.q.roomLocked(1, memSize(m)) {
+		// A held message is in memory already, as a deferred one, and
+		// still on disk: writing it again would only duplicate it.
+		if m.hold != 0 || (overflow == nil && ch.q.roomLocked(1, memSize(m))) {
 			ch.q.pushBackLocked(m)
 		} else {
 			overflow = append(overflow, m)
@@ -338,6 +353,7 @@ func (ch *Channel) drainDeferredLocked() []*Message {
 	}
 	for _, r := range ch.spill.pending {
 		r.m.Priority = r.due
+		r.m.hold = r.hold
 		msgs = append(msgs, r.m)
 	}
 	ch.spill.pending = nil

@@ -31,9 +31,12 @@
 // no Topic or Channel lock held: work that needs the disk is planned under
 // the object's lock, done without it, and committed under it again
 // (msgQueue.writeLocked, the channel's disk reader, the topic's drain, the
-// deferred-spill worker, close and delete). The one exception is opening a
-// topic or channel, which reads back its deferred messages before anyone
-// else can reach it.
+// deferred-spill worker, close and the removal of a deleted queue's files).
+// The exceptions: opening a topic or channel, which reads back its
+// deferred messages before anyone else can reach it; and a delete, which
+// detaches (renames, no fsync) the deleted queues' files under the lock
+// that frees the name (NSQD.mu for a topic, Topic.mu for a channel), so a
+// new topic or channel of that name never meets them.
 //
 // Stats, metrics and statsd read atomics and immutable snapshots (the
 // channel and subscriber lists are replaced, never modified), so they never

@@ -2,6 +2,7 @@ package nsqd
 
 import (
 	"fmt"
+	"github.com/nsqgo/nsq/internal/diskqueue"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -38,6 +39,10 @@ func (h *hangingBackend) PutBatch(recs [][]byte) error {
 }
 func (h *hangingBackend) Put(rec []byte) error  { h.block(); return h.backendQueue.Put(rec) }
 func (h *hangingBackend) Next() ([]byte, error) { h.block(); return h.backendQueue.Next() }
+func (h *hangingBackend) NextHeld() ([]byte, diskqueue.Ticket, error) {
+	h.block()
+	return h.backendQueue.NextHeld()
+}
 
 // answersWhileHung checks that each daemon endpoint answers while a disk is
 // hung. The bound is generous (the machine may be loaded); a lock held

@@ -7,6 +7,9 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
+
+	"github.com/nsqgo/nsq/internal/diskqueue"
 
 	"github.com/nsqgo/nsq/internal/names"
 	"github.com/nsqgo/nsq/internal/version"
@@ -39,11 +42,58 @@ func readMetadata(dataPath string) (*metadata, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read metadata: %w", err)
 	}
+	return parseMetadata(b)
+}
+
+// parseMetadata decodes nsqd.dat. Names are checked where they are used
+// (loadMetadata skips invalid ones with a warning).
+func parseMetadata(b []byte) (*metadata, error) {
 	var m metadata
 	if err := json.Unmarshal(b, &m); err != nil {
 		return nil, fmt.Errorf("parse %s: %w", metadataFile, err)
 	}
 	return &m, nil
+}
+
+// cleanDataDir removes what a crash left in the data dir before anything
+// is opened: nsqd.dat tmp files of an interrupted metadata write, and the
+// disk queues' leftovers (diskqueue.CleanDir: interrupted deletes and
+// metadata writes). Each removal is logged.
+func (n *NSQD) cleanDataDir() error {
+	entries, err := os.ReadDir(n.opts.DataPath)
+	if err != nil {
+		return fmt.Errorf("clean data dir: %w", err)
+	}
+	for _, e := range entries {
+		if !isMetadataTmp(e.Name()) {
+			continue
+		}
+		path := filepath.Join(n.opts.DataPath, e.Name())
+		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("clean data dir: %w", err)
+		}
+		n.log.Warn("removed a metadata tmp file left by a crash", "file", path)
+	}
+	return diskqueue.CleanDir(n.opts.DataPath, n.log)
+}
+
+// isMetadataTmp reports whether name is a tmp file of persistMetadata:
+// "nsqd.dat.<digits>.tmp".
+func isMetadataTmp(name string) bool {
+	digits, ok := strings.CutPrefix(name, metadataFile+".")
+	if !ok {
+		return false
+	}
+	digits, ok = strings.CutSuffix(digits, ".tmp")
+	if !ok || digits == "" {
+		return false
+	}
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // snapshotMetadata lists every non-ephemeral topic and channel.
@@ -99,6 +149,9 @@ func (n *NSQD) persistMetadata() error {
 
 // loadMetadata recreates the topics and channels of nsqd.dat.
 func (n *NSQD) loadMetadata() error {
+	if err := n.cleanDataDir(); err != nil {
+		return err
+	}
 	m, err := readMetadata(n.opts.DataPath)
 	if err != nil {
 		return err

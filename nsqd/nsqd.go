@@ -377,9 +377,12 @@ func (n *NSQD) deleteTopic(name string, only *Topic) error {
 		n.mu.Unlock()
 		return errTopicNotFound
 	}
+	// Detach before the name is free: a topic created at once under this
+	// name must find none of these files (and lose none of its own).
+	finish := t.stop(true)
 	delete(n.topics, name)
 	n.mu.Unlock()
-	err := t.close(true)
+	err := finish()
 	n.log.Info("topic deleted", "topic", name)
 	n.lookupUnregister(name, "")
 	if !t.ephemeral {

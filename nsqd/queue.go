@@ -39,6 +39,10 @@ type msgQueue struct {
 	cfg       *queueConfig
 	backend   backendQueue
 	ephemeral bool
+	// holdReads: records read from disk stay held there until released
+	// (a channel with --mem-queue-size=0, where a message must leave the
+	// disk only when it is FIN'd, so that a crash loses none in flight).
+	holdReads bool
 
 	mem      deque.Deque[*Message]
 	memBytes int64
@@ -53,9 +57,25 @@ type msgQueue struct {
 }
 
 // init sets the queue up; lock is the owner's mutex.
-func (q *msgQueue) init(cfg *queueConfig, backend backendQueue, ephemeral bool, lock sync.Locker) {
-	q.cfg, q.backend, q.ephemeral = cfg, backend, ephemeral
+func (q *msgQueue) init(cfg *queueConfig, backend backendQueue, ephemeral, holdReads bool, lock sync.Locker) {
+	q.cfg, q.backend, q.ephemeral, q.holdReads = cfg, backend, ephemeral, holdReads
 	q.idle.L = lock
+}
+
+// release ends the hold of m's record (see holdReads): it is FIN'd, or
+// safe elsewhere. The owner's lock must not be held; the caller has taken
+// the ticket off m under it (takeHold).
+func (q *msgQueue) release(hold uint64) {
+	if hold != 0 {
+		q.backend.Release(diskqueue.Ticket(hold - 1))
+	}
+}
+
+// takeHold detaches m's hold, for release once the lock is gone.
+func takeHold(m *Message) uint64 {
+	h := m.hold
+	m.hold = 0
+	return h
 }
 
 // depth is what NSQ calls depth: ready messages in memory and on disk,
@@ -192,7 +212,14 @@ func (q *msgQueue) read(n int, maxBytes int64, corrupt func(error)) []*Message {
 	var out []*Message
 	var bytes int64
 	for len(out) < n && bytes < maxBytes {
-		rec, err := q.backend.Next()
+		var rec []byte
+		var ticket diskqueue.Ticket
+		var err error
+		if q.holdReads {
+			rec, ticket, err = q.backend.NextHeld()
+		} else {
+			rec, err = q.backend.Next()
+		}
 		if err != nil {
 			if !errors.Is(err, diskqueue.ErrEmpty) && !errors.Is(err, diskqueue.ErrClosed) {
 				corrupt(err)
@@ -202,7 +229,11 @@ func (q *msgQueue) read(n int, maxBytes int64, corrupt func(error)) []*Message {
 		m, err := decodeMessage(rec)
 		if err != nil {
 			corrupt(err)
+			q.release(uint64(ticket) + 1)
 			continue
+		}
+		if q.holdReads {
+			m.hold = uint64(ticket) + 1
 		}
 		out = append(out, m)
 		bytes += memSize(m)
@@ -252,7 +283,8 @@ func (q *msgQueue) writeLocked(msgs []*Message) error {
 // them in memory if the write fails. Like writeLocked, it releases the
 // owner's lock for the I/O.
 func (q *msgQueue) spillLocked() (int, error) {
-	if q.ephemeral || q.mem.Len() == 0 {
+	// A holding queue's memory is what it read ahead, still on disk.
+	if q.ephemeral || q.holdReads || q.mem.Len() == 0 {
 		return 0, nil
 	}
 	msgs := q.drainMemLocked()

@@ -200,7 +200,7 @@ func (t *Topic) stats(channel, topicFilter string, includeClients bool) TopicSta
 		s.BacklogBlocked = *r
 	}
 	var results []*quantile.Result
-	for _, ch := range t.Channels() {
+	for _, ch := range t.channelList() { // sorted, immutable
 		if channel != "" && ch.name != channel {
 			if len(t.e2ePcts) > 0 {
 				results = append(results, ch.e2e.result())

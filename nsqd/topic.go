@@ -5,11 +5,12 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/nsqgo/nsq/internal/diskqueue"
 	"github.com/nsqgo/nsq/internal/names"
 )
 
@@ -71,7 +72,7 @@ func newTopic(name string, cfg *queueConfig, hooks topicHooks, e2eWindow time.Du
 	if err != nil {
 		return nil, fmt.Errorf("topic %s: %w", name, err)
 	}
-	t.q.init(cfg, backend, t.ephemeral, &t.mu)
+	t.q.init(cfg, backend, t.ephemeral, false, &t.mu)
 	if err := t.loadDeferred(); err != nil {
 		t.log.Error("loading deferred messages", "topic", name, "err", err)
 	}
@@ -195,14 +196,23 @@ func (t *Topic) fanOut(chans []*Channel, msgs []*Message) error {
 	return errors.Join(errs...)
 }
 
-// setChannelsLocked records a change of t.channels in the snapshot that
-// Put fans out to; the slice is replaced, never modified, so a snapshot
-// taken under the read lock stays valid after it is released.
-func (t *Topic) setChannelsLocked() {
-	list := make([]*Channel, 0, len(t.channels))
-	for _, ch := range t.channels {
-		list = append(list, ch)
-	}
+// addChannelLocked and removeChannelLocked record a change of t.channels
+// in the list that Put fans out to and stats read. The list is kept sorted
+// by name and replaced, never modified, so a snapshot taken without the
+// lock stays valid, and /stats need not sort 10,000 names per request.
+func (t *Topic) addChannelLocked(ch *Channel) {
+	t.channels[ch.name] = ch
+	old := t.channelList()
+	i, _ := slices.BinarySearchFunc(old, ch.name, func(c *Channel, name string) int { return strings.Compare(c.name, name) })
+	list := make([]*Channel, 0, len(old)+1)
+	list = append(append(append(list, old[:i]...), ch), old[i:]...)
+	t.chanList.Store(&list)
+}
+
+func (t *Topic) removeChannelLocked(ch *Channel) {
+	delete(t.channels, ch.name)
+	old := t.channelList()
+	list := slices.DeleteFunc(slices.Clone(old), func(c *Channel) bool { return c == ch })
 	t.chanList.Store(&list)
 }
 
@@ -278,8 +288,7 @@ func (t *Topic) GetChannel(name string) (*Channel, error) {
 		t.unlock()
 		return nil, err
 	}
-	t.channels[name] = ch
-	t.setChannelsLocked()
+	t.addChannelLocked(ch)
 	t.startDrainLocked()
 	t.unlock()
 	if t.hooks.channelCreated != nil {
@@ -304,11 +313,13 @@ func (t *Topic) DeleteChannel(name string) error {
 		t.unlock()
 		return errChannelNotFound
 	}
-	delete(t.channels, name)
-	t.setChannelsLocked()
+	// Stopped (files detached) before the name is free: a channel created
+	// at once under this name must find none of these files, lose none.
+	finish := ch.stop(true)
+	t.removeChannelLocked(ch)
 	retired := t.retireIfEmptyLocked()
 	t.unlock()
-	err := ch.close(true)
+	err := finish()
 	if t.hooks.channelDeleted != nil {
 		t.hooks.channelDeleted(t, ch)
 	}
@@ -357,8 +368,7 @@ func (t *Topic) onLastClient(ch *Channel) {
 		t.unlock()
 		return
 	}
-	delete(t.channels, ch.name)
-	t.setChannelsLocked()
+	t.removeChannelLocked(ch)
 	retired := t.retireIfEmptyLocked()
 	t.unlock()
 	if err := finish(); err != nil {
@@ -373,11 +383,7 @@ func (t *Topic) onLastClient(ch *Channel) {
 }
 
 // Channels returns the channels sorted by name.
-func (t *Topic) Channels() []*Channel {
-	out := slices.Clone(t.channelList())
-	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
-	return out
-}
+func (t *Topic) Channels() []*Channel { return slices.Clone(t.channelList()) }
 
 // Pause stops moving messages to channels.
 func (t *Topic) Pause() {
@@ -416,14 +422,20 @@ func (t *Topic) Empty() error {
 
 // close stops the topic and its channels; deleted removes their data,
 // otherwise the backlog is written to disk.
-func (t *Topic) close(deleted bool) error {
+func (t *Topic) close(deleted bool) error { return t.stop(deleted)() }
+
+// stop is close but for the disk work, which the caller runs (finish)
+// once it holds no lock. With deleted, the files of the topic and its
+// channels have left their names when stop returns (renames), so the
+// daemon can stop a topic under the lock that frees its name.
+func (t *Topic) stop(deleted bool) (finish func() error) {
 	// An ephemeral topic is not in nsqd.dat and never comes back, so what its
 	// (non-ephemeral) channels would write to disk could only be orphaned.
 	deleted = deleted || t.ephemeral
 	t.mu.Lock()
 	if t.exiting {
 		t.unlock()
-		return nil
+		return func() error { return nil }
 	}
 	t.exiting = true
 	t.unlock()
@@ -436,23 +448,31 @@ func (t *Topic) close(deleted bool) error {
 		chans = append(chans, ch)
 	}
 	pending := t.q.drainMemLocked()
+	var tomb diskqueue.Tombstone
+	var detachErr error
+	if deleted {
+		tomb, detachErr = t.q.backend.Detach()
+	}
 	t.unlock()
 
-	var errs []error
+	finishes := make([]func() error, 0, len(chans))
 	for _, ch := range chans {
-		if err := ch.close(deleted); err != nil {
-			errs = append(errs, err)
+		finishes = append(finishes, ch.stop(deleted))
+	}
+	return func() error {
+		var errs []error
+		for _, finish := range finishes {
+			errs = append(errs, finish())
 		}
+		if deleted {
+			return errors.Join(append(errs, detachErr, tomb.Remove())...)
+		}
+		errs = append(errs, t.persistBacklog(pending), t.q.backend.Close())
+		if err := errors.Join(errs...); err != nil {
+			return fmt.Errorf("topic %s: close: %w", t.name, err)
+		}
+		return nil
 	}
-	if deleted {
-		errs = append(errs, t.q.backend.Delete())
-		return errors.Join(errs...)
-	}
-	errs = append(errs, t.persistBacklog(pending), t.q.backend.Close())
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("topic %s: close: %w", t.name, err)
-	}
-	return nil
 }
 
 // spillToDisk writes the topic's memory backlog to disk (memory pressure,

@@ -64,6 +64,8 @@ func TestHelperProcess(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+	case "ours-delete":
+		helperDelete(t, dir, int(segSize))
 	case "ours-fsize":
 		helperWriteFailure(t, dir)
 		return

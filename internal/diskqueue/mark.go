@@ -1,7 +1,5 @@
 package diskqueue
 
-import "fmt"
-
 // Provisional reads. A caller that moves records somewhere else (nsqd moves
 // a topic's backlog into its channels' queues) must not let the read
 // position on disk pass a record before the record is safe at its
@@ -14,13 +12,18 @@ import "fmt"
 //   - segments read past are not deleted until Commit;
 //   - Rewind makes them unread, so a move that failed can be retried.
 //
+// A provisional read is a held read (held.go) that Commit or Rewind
+// releases as a group: after Mark, every read (Next, NextHeld, SkipWhile)
+// is held, and Commit and Rewind release all of them, including those
+// whose NextHeld tickets were not released yet.
+//
 // A corrupt or missing segment met while records are held ends the read
 // early (Next returns ErrEmpty) instead of being set aside: setting aside
 // must start from a committed position. The next Mark...Next finds it first
 // and handles it as usual.
 
-// heldLocked reports whether provisional records are outstanding.
-func (q *Queue) heldLocked() bool { return q.marked && q.markReads > 0 }
+// markHeld reports whether provisional records are outstanding.
+func (q *Queue) markHeld() bool { return q.marked && q.markReads > 0 }
 
 // Mark makes the records read from now on provisional, until Commit or
 // Rewind. A second Mark before either keeps the first one.
@@ -39,33 +42,19 @@ func (q *Queue) Mark() {
 // names a deleted segment) and the next sync records the new position.
 func (q *Queue) Commit() error {
 	q.mu.Lock()
-	defer q.mu.Unlock()
+	defer q.unlock()
 	if !q.marked {
 		return nil
 	}
-	held := q.heldLocked()
-	from := q.markNum
-	q.marked, q.markReads = false, 0
+	held := q.markHeld()
+	q.marked = false
 	if !held || q.closed {
+		q.markReads = 0
 		return nil
 	}
-	if from < q.readNum {
-		// Whole segments were read past: persist, then delete them. As in
-		// advanceRead, they go even if the sync failed (a full disk):
-		// recovery skips missing leading segments, and keeping them would
-		// hold the space that is short.
-		var err error
-		if err = q.syncLocked(); err != nil {
-			err = fmt.Errorf("diskqueue %s: sync: %w", q.name, err)
-			q.setErr(err)
-			q.log.Error("diskqueue sync failed", "queue", q.name, "err", err)
-		}
-		for n := from; n < q.readNum; n++ {
-			if err := removeFile(q.segPath(n)); err != nil {
-				q.log.Error("diskqueue cannot remove read segment", "queue", q.name, "err", err)
-			}
-		}
-		return err
+	q.releaseMarkLocked()
+	if num, _, _ := q.floor(); num > q.tailNum {
+		return q.trimLocked()
 	}
 	// The new position is recorded by the next sync; make sure one comes
 	// even if the sync that counted these reads happened during the hold.
@@ -81,38 +70,44 @@ func (q *Queue) Rewind() {
 	if !q.marked {
 		return
 	}
-	held := q.heldLocked()
+	held := q.markHeld()
 	q.marked = false
 	if !held || q.closed {
 		q.markReads = 0
 		return
 	}
+	reads := q.markReads
+	q.releaseMarkLocked()
 	q.closeReader()
 	q.readNum, q.readPos = q.markNum, q.markPos
+	q.readOrd -= reads
 	q.readEndKnown = false
-	q.depth.Add(q.markReads)
+	q.depth.Add(reads)
+}
+
+// releaseMarkLocked releases every record read since Mark.
+func (q *Queue) releaseMarkLocked() {
+	for i := int64(0); i < q.markReads; i++ {
+		q.holds.release(q.markFirst + Ticket(i))
+	}
 	q.markReads = 0
 }
 
 // noteRead records a successful read of a record that started at
-// (num, pos); the first one after Mark fixes the mark.
+// (num, pos); under Mark or for NextHeld the record is held, and the first
+// one after Mark fixes the mark.
 func (q *Queue) noteRead(num, pos int64) {
+	h := heldRec{num: num, pos: pos, ord: q.readOrd}
+	q.readOrd++
+	if !q.marked && !q.holdNext {
+		return
+	}
+	q.lastTicket = q.holds.push(h)
 	if !q.marked {
 		return
 	}
 	if q.markReads == 0 {
-		q.markNum, q.markPos = num, pos
+		q.markNum, q.markPos, q.markFirst = num, pos, q.lastTicket
 	}
 	q.markReads++
-}
-
-// persistState is the state the metadata must record: while records are
-// held, the read position (and depth) as of the mark.
-func (q *Queue) persistState() metaState {
-	st := q.state()
-	if q.heldLocked() {
-		st.readNum, st.readPos = q.markNum, q.markPos
-		st.depth += q.markReads
-	}
-	return st
 }

@@ -107,10 +107,24 @@ func readMeta(path string) (metaState, error) {
 // tmp file, fsync it, rename it over the old one (go-diskqueue's procedure,
 // so a crash leaves either the old or the new file, never a torn one).
 func writeMeta(path string, m metaState) error {
+	tmp, err := prepareMeta(path, m)
+	if err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return nil
+}
+
+// prepareMeta writes m to a new tmp file next to path and fsyncs it; the
+// caller renames it over path.
+func prepareMeta(path string, m metaState) (string, error) {
 	tmp := path + "." + strconv.FormatUint(rand.Uint64(), 10) + ".tmp"
 	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
-		return err
+		return "", err
 	}
 	var buf [96]byte
 	_, err = f.Write(m.appendText(buf[:0]))
@@ -120,13 +134,11 @@ func writeMeta(path string, m metaState) error {
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
 	if err != nil {
 		os.Remove(tmp)
+		return "", err
 	}
-	return err
+	return tmp, nil
 }
 
 // File naming, identical to go-diskqueue's.

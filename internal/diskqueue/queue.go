@@ -22,7 +22,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -43,6 +42,10 @@ type Options struct {
 	// runs with the queue's lock held: it must be quick and must not call
 	// the queue.
 	OnError func(error)
+
+	// fsync replaces (*os.File).Sync for the data syncs that run outside
+	// the queue's lock: tests inject slow or failing disks with it.
+	fsync func(*os.File) error
 }
 
 var (
@@ -88,21 +91,45 @@ type Queue struct {
 	rd        *bufio.Reader // pooled; held only while records remain
 	writeFile *os.File
 
-	unsynced   int64     // writes+reads since the last sync
-	dataDirty  bool      // writeFile has data not yet fsynced
-	writeJunk  bool      // a failed write's bytes may remain past writePos
-	start      metaState // state a failing writeRecords returns to
+	unsynced   int64      // writes+reads since the last sync
+	syncDue    bool       // noteOps: a sync is due; unlock runs it (sync.go)
+	syncMu     sync.Mutex // serializes syncs outside mu; taken before mu
+	writeGen   uint64     // counts writes of data
+	syncedGen  uint64     // the data of writes up to this count is fsynced
+	metaSeq    uint64     // numbers metadata states taken for writing
+	persistSeq uint64     // the number of the state in the metadata file
+	dataDirty  bool       // writeFile has data not yet fsynced
+	writeJunk  bool       // a failed write's bytes may remain past writePos
+	start      metaState  // state a failing writeRecords returns to
 	persisted  metaState
 	timer      *time.Timer
 	timerArmed bool
 	closed     bool
 	onError    func(error)
+	fsync      func(*os.File) error // Options.fsync
+
+	// tailNum is the lowest segment not yet deleted: segments from tailNum
+	// to the floor (held.go) are kept for held records.
+	tailNum int64
+	// readOrd counts records read; holds remember it (held.go).
+	readOrd    int64
+	holds      holdRing
+	holdNext   bool   // NextHeld: noteRead holds the record it notes
+	scratch    []byte // SkipWhile's buffer for the records it drops
+	lastTicket Ticket // the ticket of the record noteRead last held
+
+	// writeFailed: a write failed since the write segment began; a
+	// caught-up reader then gives the segment's space back at once
+	// (giveBack).
+	writeFailed bool
 
 	// Provisional reads (mark.go): after Mark, markReads records have been
-	// read since the mark at (markNum, markPos).
+	// read since the mark at (markNum, markPos), the first with ticket
+	// markFirst.
 	marked           bool
 	markReads        int64
 	markNum, markPos int64
+	markFirst        Ticket
 
 	// Read without mu so stats never wait behind an fsync.
 	depth   atomic.Int64
@@ -133,6 +160,10 @@ func Open(opts Options) (*Queue, error) {
 		syncTimeout: opts.SyncTimeout,
 		log:         opts.Logger,
 		onError:     opts.OnError,
+		fsync:       opts.fsync,
+	}
+	if q.fsync == nil {
+		q.fsync = (*os.File).Sync
 	}
 	if q.maxBytes <= 0 {
 		q.maxBytes = defaultMaxBytesPerFile
@@ -152,6 +183,7 @@ func Open(opts Options) (*Queue, error) {
 	if err := q.recover(); err != nil {
 		return nil, fmt.Errorf("diskqueue %s: open: %w", q.name, err)
 	}
+	q.giveBack() // a drained queue does not keep a half-full segment
 	return q, nil
 }
 
@@ -173,7 +205,7 @@ func (q *Queue) PutBatch(recs [][]byte) error {
 		}
 	}
 	q.mu.Lock()
-	defer q.mu.Unlock()
+	defer q.unlock()
 	if q.closed {
 		return ErrClosed
 	}
@@ -184,6 +216,8 @@ func (q *Queue) PutBatch(recs [][]byte) error {
 		err = fmt.Errorf("diskqueue %s: write: %w", q.name, err)
 		q.setErr(err)
 		q.log.Error("diskqueue write failed", "queue", q.name, "err", err)
+		q.writeFailed = true
+		q.giveBack()
 		return err
 	}
 	q.lastErr.Store(nil)
@@ -195,7 +229,7 @@ func (q *Queue) PutBatch(recs [][]byte) error {
 // owned by the caller. It returns ErrEmpty when there is nothing to read.
 func (q *Queue) Next() ([]byte, error) {
 	q.mu.Lock()
-	defer q.mu.Unlock()
+	defer q.unlock()
 	if q.closed {
 		return nil, ErrClosed
 	}
@@ -236,21 +270,20 @@ func (q *Queue) setErr(err error) {
 // Sync fsyncs the write segment and persists the metadata.
 func (q *Queue) Sync() error {
 	q.mu.Lock()
-	defer q.mu.Unlock()
-	if q.closed {
+	closed := q.closed
+	q.mu.Unlock()
+	if closed {
 		return ErrClosed
 	}
-	if err := q.syncLocked(); err != nil {
-		err = fmt.Errorf("diskqueue %s: sync: %w", q.name, err)
-		q.setErr(err)
-		return err
-	}
-	return nil
+	return q.syncOutside()
 }
 
 // Close syncs and releases files and the timer. Every later call returns
-// ErrClosed.
+// ErrClosed. A sync running outside the lock is waited for, so nothing
+// touches the queue's files once Close has returned.
 func (q *Queue) Close() error {
+	q.syncMu.Lock()
+	defer q.syncMu.Unlock()
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.closed {
@@ -265,34 +298,6 @@ func (q *Queue) Close() error {
 	return err
 }
 
-// Delete closes the queue and removes its segments and metadata. Segments
-// set aside as ".bad" are kept.
-func (q *Queue) Delete() error {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if q.closed {
-		return ErrClosed
-	}
-	q.shutdown()
-	q.depth.Store(0)
-	names, err := listDir(q.dir)
-	var errs []error
-	if err != nil {
-		errs = append(errs, err)
-	}
-	for _, fn := range names {
-		if _, ok := parseSegmentName(fn, q.name); ok || isMetaTmp(fn, q.name) {
-			errs = append(errs, removeFile(filepath.Join(q.dir, fn)))
-		}
-	}
-	errs = append(errs, removeFile(q.metaFile))
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("diskqueue %s: delete: %w", q.name, err)
-	}
-	forgetSegments(q.dir, q.name)
-	return nil
-}
-
 // Empty drops every record and removes the segments; the queue stays
 // usable. Segment numbering continues after the old write segment (as in
 // go-diskqueue) so a segment that could not be removed is never appended to.
@@ -302,11 +307,9 @@ func (q *Queue) Empty() error {
 	if q.closed {
 		return ErrClosed
 	}
-	from := q.readNum
-	if q.heldLocked() {
-		from = q.markNum // segments read provisionally are still there
-	}
+	from := q.tailNum // segments kept for held records go too
 	q.marked, q.markReads = false, 0
+	q.holds.reset()
 	q.closeReader()
 	q.closeWriter()
 	var errs []error
@@ -319,6 +322,7 @@ func (q *Queue) Empty() error {
 	}
 	q.writePos = 0
 	q.readNum, q.readPos = q.writeNum, 0
+	q.tailNum = q.readNum
 	q.readEndKnown = false
 	q.depth.Store(0)
 	q.dataDirty = false
@@ -356,39 +360,8 @@ func (q *Queue) hasData() bool {
 	return q.readNum < q.writeNum || q.readPos < q.writePos
 }
 
-// syncLocked makes written data durable and records the positions. The
-// metadata is only rewritten when it changed, so an untouched queue never
-// creates a file and an idle one costs no I/O.
-func (q *Queue) syncLocked() error {
-	if q.writeFile != nil && q.dataDirty {
-		if err := q.writeFile.Sync(); err != nil {
-			return err
-		}
-		q.dataDirty = false
-	}
-	if st := q.persistState(); st != q.persisted {
-		if err := writeMeta(q.metaFile, st); err != nil {
-			return fmt.Errorf("metadata: %w", err)
-		}
-		q.persisted = st
-	}
-	q.unsynced = 0
-	q.stopTimer()
-	return nil
-}
-
-// noteOps counts n operations toward SyncEvery and arms the SyncTimeout
-// timer if this is the first unsynced operation.
-func (q *Queue) noteOps(n int64) {
-	q.unsynced += n
-	if q.unsynced >= q.syncEvery {
-		if err := q.syncLocked(); err != nil {
-			err = fmt.Errorf("diskqueue %s: sync: %w", q.name, err)
-			q.setErr(err)
-			q.log.Error("diskqueue sync failed", "queue", q.name, "err", err)
-		}
-		return
-	}
+// armTimer makes sure a sync comes within SyncTimeout.
+func (q *Queue) armTimer() {
 	if q.syncTimeout <= 0 || q.timerArmed {
 		return
 	}
@@ -404,27 +377,5 @@ func (q *Queue) stopTimer() {
 	if q.timerArmed {
 		q.timer.Stop()
 		q.timerArmed = false
-	}
-}
-
-// onTimer runs in the timer's goroutine. A callback that lost the race with
-// a sync (it was already running when Stop was called) finds nothing to do.
-func (q *Queue) onTimer() {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	q.timerArmed = false
-	if q.closed {
-		return
-	}
-	if q.unsynced > 0 {
-		if err := q.syncLocked(); err != nil {
-			err = fmt.Errorf("diskqueue %s: sync: %w", q.name, err)
-			q.setErr(err)
-			q.log.Error("diskqueue sync failed", "queue", q.name, "err", err)
-		}
-	}
-	// An idle, drained queue gives its read descriptor back.
-	if !q.hasData() {
-		q.closeReader()
 	}
 }

@@ -29,8 +29,15 @@ var (
 	errHeld = errors.New("segment missing while reads are held")
 )
 
+// errKept: SkipWhile's keep accepted the next record; it stays unread.
+var errKept = errors.New("record kept")
+
 // readNext pops one record under mu.
-func (q *Queue) readNext() ([]byte, error) {
+func (q *Queue) readNext() ([]byte, error) { return q.readNextUnless(nil) }
+
+// readNextUnless pops one record under mu, unless keep (if set) accepts
+// it: then the record stays unread and errKept is returned.
+func (q *Queue) readNextUnless(keep func([]byte) bool) ([]byte, error) {
 	for {
 		if !q.hasData() {
 			q.drained()
@@ -69,8 +76,8 @@ func (q *Queue) readNext() ([]byte, error) {
 		if err != nil {
 			var ce *corruptError
 			if errors.As(err, &ce) {
-				if q.heldLocked() {
-					// Set aside only from a committed position (mark.go).
+				if q.stallOnDamage() {
+					// Set aside only when no hold needs it (held.go).
 					q.closeReader()
 					return nil, ErrEmpty
 				}
@@ -80,6 +87,11 @@ func (q *Queue) readNext() ([]byte, error) {
 			// An I/O error: keep the position, reopen on the next call.
 			q.closeReader()
 			return nil, err
+		}
+		if keep != nil && keep(rec) {
+			// readPos did not move; the reader did: reopen at readPos.
+			q.closeReader()
+			return nil, errKept
 		}
 		q.noteRead(q.readNum, q.readPos)
 		q.readPos += 4 + int64(len(rec))
@@ -120,7 +132,13 @@ func (q *Queue) readRecord(limit int64) ([]byte, error) {
 	q.rd.Discard(4)
 	// A fresh slice of exactly the record's size: the caller keeps it as a
 	// message. bufio reads a body larger than its buffer straight into it.
-	rec := make([]byte, n)
+	// SkipWhile keeps nothing: it lends a scratch buffer instead.
+	var rec []byte
+	if n <= int64(cap(q.scratch)) {
+		rec = q.scratch[:n]
+	} else {
+		rec = make([]byte, n)
+	}
 	if _, err := io.ReadFull(q.rd, rec); err != nil {
 		q.closeReader() // the reader is past readPos now
 		if err == io.EOF || err == io.ErrUnexpectedEOF {
@@ -140,7 +158,7 @@ func (q *Queue) openReader() error {
 		if !errors.Is(err, os.ErrNotExist) {
 			return err
 		}
-		if q.heldLocked() {
+		if q.stallOnDamage() {
 			return errHeld
 		}
 		q.bad.Add(1)
@@ -195,32 +213,24 @@ func (q *Queue) skipReadSegment() {
 // position is persisted first, so after a crash the metadata never points
 // at a segment that no longer exists.
 func (q *Queue) advanceRead() {
-	old := q.readNum
 	q.closeReader()
 	q.readNum++
 	q.readPos = 0
 	q.readEndKnown = false
-	if q.heldLocked() {
-		return // Commit deletes it (mark.go)
-	}
-	if err := q.syncLocked(); err != nil {
-		q.setErr(fmt.Errorf("diskqueue %s: sync: %w", q.name, err))
-		q.log.Error("diskqueue sync failed", "queue", q.name, "err", err)
-	}
-	if err := removeFile(q.segPath(old)); err != nil {
-		q.log.Error("diskqueue cannot remove read segment", "queue", q.name, "err", err)
-	}
+	q.trimLocked() // unless held records keep it (held.go)
 }
 
 // drained runs when the reader has caught up: give the read buffer back
 // and make depth agree with the positions (it can only disagree after
 // records were lost to a corrupt segment).
 func (q *Queue) drained() {
-	q.releaseReadBuf()
 	if d := q.depth.Load(); d != 0 {
 		q.log.Warn("diskqueue depth disagrees with positions at the tail, resetting to 0",
 			"queue", q.name, "depth", d)
 		q.depth.Store(0)
+	}
+	if !q.giveBack() {
+		q.releaseReadBuf()
 	}
 }
 
@@ -267,4 +277,37 @@ func (q *Queue) retainedBuffers() []int {
 		caps = append(caps, q.rd.Size())
 	}
 	return caps
+}
+
+// giveBack starts a new segment and deletes the write segment when the
+// reader has caught up with the writer in it and no held record is in it,
+// if a write failed since the segment began (a full disk: the space is
+// needed now) or the segment is half full: a drained queue keeps at most
+// half a segment of dead data. It reports whether it did.
+//
+// The metadata is not synced for it: after a crash it names the deleted
+// segment with nothing to read, which recovery takes as an empty queue.
+func (q *Queue) giveBack() bool {
+	if q.readNum != q.writeNum || q.readPos != q.writePos || q.writePos == 0 {
+		return false
+	}
+	if !q.writeFailed && q.writePos < q.maxBytes/2 || q.markHeld() || q.holds.anyIn(q.writeNum) {
+		return false
+	}
+	q.closeReader()
+	q.closeWriter()
+	old := q.writeNum
+	q.writeNum++
+	q.writePos = 0
+	q.readNum, q.readPos = q.writeNum, 0
+	q.readEndKnown = false
+	if q.tailNum == old {
+		q.tailNum = q.writeNum
+	}
+	q.writeFailed = false
+	if err := removeFile(q.segPath(old)); err != nil {
+		q.log.Error("diskqueue cannot remove drained segment", "queue", q.name, "err", err)
+	}
+	q.armTimer()
+	return true
 }

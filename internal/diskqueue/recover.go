@@ -32,6 +32,9 @@ import (
 var unreadableMeta = metaState{readNum: -1}
 
 func (q *Queue) recover() error {
+	if err := q.finishDeleteIfMarked(); err != nil {
+		return err
+	}
 	ms, err := readMeta(q.metaFile)
 	haveMeta := false
 	switch {
@@ -56,6 +59,14 @@ func (q *Queue) recover() error {
 		// segments; those are numbered consecutively.
 		for fileExists(q.segPath(last + 1)) {
 			last++
+		}
+		var trusted bool
+		if ms, last, trusted, err = q.reconcile(ms, last); err != nil {
+			return err
+		}
+		if !trusted {
+			haveMeta = false
+			q.persisted = unreadableMeta // rewritten at the next sync
 		}
 	} else {
 		// Without metadata only a directory listing can tell where the
@@ -91,12 +102,16 @@ func (q *Queue) scanFrom(ms metaState, last int64, haveMeta bool) error {
 	var depth int64
 	leading := true // no existing segment seen yet
 	for n := ms.readNum; n <= last; n++ {
-		start := int64(0)
-		if n == ms.readNum {
-			start = ms.readPos
+		// The read segment is walked from its start, so that a read
+		// position that is not at a record boundary (damaged or foreign
+		// metadata) is found and moved to the next boundary: a record is
+		// never read from its middle.
+		mark := int64(0)
+		if n == readNum {
+			mark = readPos
 		}
 		path := q.segPath(n)
-		res, err := scanSegment(path, start, q.minSize, q.maxSize)
+		res, err := scanSegment(path, 0, mark, q.minSize, q.maxSize)
 		if errors.Is(err, os.ErrNotExist) {
 			if leading {
 				// The read segment is gone: most likely a crash between
@@ -116,8 +131,8 @@ func (q *Queue) scanFrom(ms metaState, last int64, haveMeta bool) error {
 		}
 		leading = false
 		if n == readNum && res.start != readPos {
-			q.log.Warn("diskqueue metadata read position is past the end of its segment",
-				"queue", q.name, "segment", path, "readPos", readPos, "size", res.size)
+			q.log.Warn("diskqueue metadata read position is not at a record boundary of its segment; reading from the next one",
+				"queue", q.name, "segment", path, "readPos", readPos, "boundary", res.start, "size", res.size)
 			readPos = res.start
 		}
 		depth += res.count
@@ -145,6 +160,7 @@ func (q *Queue) scanFrom(ms metaState, last int64, haveMeta bool) error {
 		}
 	}
 	q.readNum, q.readPos = readNum, readPos
+	q.tailNum = readNum
 	q.writeNum, q.writePos = writeNum, writePos
 	q.depth.Store(depth)
 	if haveMeta && q.state() != ms {
@@ -164,7 +180,7 @@ const (
 )
 
 type segScan struct {
-	start int64 // where the walk started (readPos clamped to the size)
+	start int64 // the first record boundary at or after mark (else end)
 	end   int64 // end of the last complete, valid record
 	size  int64
 	count int64 // complete records between start and end
@@ -177,9 +193,10 @@ const scanBufSize = 64 << 10
 
 var scanPool = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, scanBufSize) }}
 
-// scanSegment walks the records of one segment from start. Bodies are
-// skipped, not copied; large ones by seeking.
-func scanSegment(path string, start, minSize, maxSize int64) (segScan, error) {
+// scanSegment walks the records of one segment from start (a record
+// boundary) and counts those at or after mark. Bodies are skipped, not
+// copied; large ones by seeking.
+func scanSegment(path string, start, mark, minSize, maxSize int64) (segScan, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return segScan{}, err
@@ -191,8 +208,9 @@ func scanSegment(path string, start, minSize, maxSize int64) (segScan, error) {
 	}
 	size := fi.Size()
 	start = min(start, size)
-	res := segScan{start: start, end: start, size: size}
+	res := segScan{start: -1, end: start, size: size}
 	if start == size {
+		res.start = start
 		return res, nil
 	}
 	if _, err := f.Seek(start, io.SeekStart); err != nil {
@@ -206,6 +224,9 @@ func scanSegment(path string, start, minSize, maxSize int64) (segScan, error) {
 	}()
 	pos := start
 	for pos < size {
+		if res.start < 0 && pos >= mark {
+			res.start = pos
+		}
 		if pos+4 > size {
 			res.tail = tailPartial
 			break
@@ -240,8 +261,69 @@ func scanSegment(path string, start, minSize, maxSize int64) (segScan, error) {
 			rd.Reset(f)
 		}
 		pos += skip
-		res.count++
+		if res.start >= 0 {
+			res.count++
+		}
 	}
 	res.end = pos
+	if res.start < 0 {
+		res.start = pos // mark is past the last complete record
+	}
 	return res, nil
+}
+
+// reconcile checks the metadata against the segments that exist. Segments
+// right below the read position are leftovers of a crash between
+// persisting the position and deleting them: they are deleted. Metadata
+// whose read position lies past every segment while segments exist below
+// it (absurd numbers: a foreign or damaged file) would make those records
+// undeliverable: it is not trusted (false), and recovery starts from the
+// lowest segment (duplicates rather than loss). A write position far past
+// the files is clamped so the scan does not walk empty numbers. What it
+// does is logged. The common case costs one or two stat calls; a listing
+// only when the read segment is missing and the name has segments.
+func (q *Queue) reconcile(ms metaState, last int64) (metaState, int64, bool, error) {
+	lo := ms.readNum
+	for lo > 0 && fileExists(q.segPath(lo-1)) {
+		lo--
+	}
+	readExists := fileExists(q.segPath(ms.readNum))
+	leftovers := lo < ms.readNum && (readExists ||
+		// caught up at a segment roll: the next segment is not written yet
+		ms.readNum == ms.writeNum && ms.readPos == 0 && ms.writePos == 0)
+	if leftovers {
+		for n := lo; n < ms.readNum; n++ {
+			if err := removeFile(q.segPath(n)); err != nil {
+				return ms, last, false, err
+			}
+		}
+		q.log.Warn("diskqueue removed segments below the recorded read position (left by a crash)",
+			"queue", q.name, "from", lo, "to", ms.readNum-1)
+		lo = ms.readNum
+	}
+	if readExists && fileExists(q.segPath(last)) {
+		return ms, last, true, nil
+	}
+	// The read or write segment is missing: normal for a drained queue, a
+	// new write segment or go-diskqueue's crash order; absurd numbers look
+	// the same until the files are listed.
+	maybe, err := mayHaveSegments(q.dir, q.name)
+	if err != nil || !maybe && lo == ms.readNum {
+		return ms, last, true, err
+	}
+	first, hi, found, err := segmentRange(q.dir, q.name)
+	if err != nil || !found {
+		return ms, last, true, err
+	}
+	if hi < ms.readNum {
+		q.log.Warn("diskqueue metadata names positions past the segments present; recovering from the segments",
+			"queue", q.name, "meta", string(ms.appendText(nil)), "segments_from", first, "segments_to", hi)
+		return metaState{readNum: first, writeNum: hi}, hi, false, nil
+	}
+	if last > hi+1 {
+		q.log.Warn("diskqueue metadata write position is past the segments present",
+			"queue", q.name, "meta", string(ms.appendText(nil)), "last_segment", hi)
+		last = max(hi, ms.readNum)
+	}
+	return ms, last, true, nil
 }

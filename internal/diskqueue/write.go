@@ -102,6 +102,7 @@ func (q *Queue) flush(b []byte, recs int64) error {
 	q.writePos += int64(n)
 	if n > 0 {
 		q.dataDirty = true
+		q.writeGen++
 	}
 	if err == nil {
 		q.depth.Add(recs)
@@ -151,7 +152,7 @@ func (q *Queue) openWriter() error {
 			// back). Never cut it: count its records, let the reader
 			// have them, and write to a new segment.
 			f.Close()
-			res, err := scanSegment(path, q.writePos, q.minSize, q.maxSize)
+			res, err := scanSegment(path, q.writePos, q.writePos, q.minSize, q.maxSize)
 			if err != nil {
 				return err
 			}
@@ -201,6 +202,7 @@ func (q *Queue) roll() error {
 		q.dataDirty = false
 	}
 	q.closeWriter()
+	q.writeFailed = false
 	if q.readNum == q.writeNum {
 		// The reader's segment is finished: its end is where we stopped.
 		q.readEnd, q.readEndKnown = q.writePos, true

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"time"
 )
 
@@ -20,6 +21,7 @@ type env struct {
 	bin      string    // the nsqd binary
 	scenario string    // the scenario's name, for profile file names
 	prof     *profiler // nil when not profiling
+	progress io.Writer // for notes that are not results
 }
 
 // start starts a daemon with the scenario's flags.
@@ -33,7 +35,13 @@ func (e *env) stop(ctx context.Context, d *daemon, label string, err error) erro
 	if e.prof != nil && err == nil {
 		err = e.prof.allocs(ctx, d, e.profileName(label))
 	}
-	return errors.Join(err, d.Stop())
+	stopErr := d.Stop()
+	if errors.Is(stopErr, errSlowStop) {
+		// A slow exit is worth knowing but measures nothing here.
+		fmt.Fprintf(e.progress, "note: %s: %v\n", e.scenario, stopErr)
+		stopErr = nil
+	}
+	return errors.Join(err, stopErr)
 }
 
 func (e *env) profileName(part string) string {

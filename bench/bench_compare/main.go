@@ -225,7 +225,7 @@ func run(ctx context.Context, cfg *config, progress io.Writer) (*results, error)
 				continue
 			}
 			for _, ct := range contenders {
-				e := &env{cfg: cfg, bin: ct.bin, scenario: sc.name, prof: prof}
+				e := &env{cfg: cfg, bin: ct.bin, scenario: sc.name, prof: prof, progress: progress}
 				samples, err := sc.run(ctx, e)
 				if err != nil {
 					return res, fmt.Errorf("round %d, %s, %s: %w", round, sc.name, ct.name, err)

@@ -77,6 +77,7 @@ type config struct {
 	stall       time.Duration // no progress for this long fails a scenario
 
 	profileDir     string
+	profileRawDir  string // keep the binary profiles here (default: a temp dir, removed)
 	profileSeconds int
 }
 
@@ -156,6 +157,7 @@ func bindFlags(fs *flag.FlagSet, c *config) {
 	fs.IntVar(&c.httpWorkers, "http-workers", c.httpWorkers, "concurrent HTTP requests when creating topics and channels")
 	fs.DurationVar(&c.stall, "stall", c.stall, "fail a scenario that makes no progress for this long")
 	fs.StringVar(&c.profileDir, "profile", "", "profile our daemon only and write `go tool pprof -top` text here")
+	fs.StringVar(&c.profileRawDir, "profile-raw", "", "with --profile: keep the binary profiles here, for pprof -peek/-list")
 	fs.IntVar(&c.profileSeconds, "profile-seconds", c.profileSeconds, "length of each CPU profile")
 }
 
@@ -204,11 +206,15 @@ func run(ctx context.Context, cfg *config, progress io.Writer) (*results, error)
 	}
 	var prof *profiler
 	if cfg.profileDir != "" {
-		rawDir, err := os.MkdirTemp("", "bench_compare-profiles-")
-		if err != nil {
+		rawDir := cfg.profileRawDir
+		if rawDir == "" {
+			if rawDir, err = os.MkdirTemp("", "bench_compare-profiles-"); err != nil {
+				return nil, err
+			}
+			defer os.RemoveAll(rawDir)
+		} else if err := os.MkdirAll(rawDir, 0o755); err != nil {
 			return nil, err
 		}
-		defer os.RemoveAll(rawDir)
 		if err := os.MkdirAll(cfg.profileDir, 0o755); err != nil {
 			return nil, err
 		}

@@ -53,6 +53,23 @@ func dial(ctx context.Context, addr string, bufSize int) (*conn, error) {
 
 func (c *conn) Close() error { return c.c.Close() }
 
+// dialAll opens n connections with dial(i); if one fails, the ones already
+// open are closed.
+func dialAll(n int, dial func(i int) (*conn, error)) ([]*conn, error) {
+	conns := make([]*conn, 0, n)
+	for i := 0; i < n; i++ {
+		c, err := dial(i)
+		if err != nil {
+			for _, c := range conns {
+				c.Close()
+			}
+			return nil, fmt.Errorf("connection %d: %w", i, err)
+		}
+		conns = append(conns, c)
+	}
+	return conns, nil
+}
+
 // roundTrip flushes what was written and returns the next response frame,
 // answering heartbeats on the way and turning error frames into errors.
 func (c *conn) roundTrip() ([]byte, error) {

@@ -6,8 +6,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/nsqgo/nsq/bench/internal/benchproto"
 )
 
 // subscription is one consumer connection's topic and channel.
@@ -27,29 +25,21 @@ type consumerGroup struct {
 // subscribeAll opens one connection per subscription and SUBs it; no
 // message flows until start sends RDY.
 func subscribeAll(ctx context.Context, addr string, subs []subscription, size, bufSize int) (*consumerGroup, error) {
-	g := &consumerGroup{size: size, errc: make(chan error, len(subs))}
-	i := 0
-	conns, err := benchproto.DialAll(len(subs), func() (*conn, error) {
+	conns, err := dialAll(len(subs), func(i int) (*conn, error) {
 		c, err := dial(ctx, addr, bufSize)
 		if err != nil {
 			return nil, err
 		}
-		s := subs[i]
-		i++
-		if err := c.subscribe(s.topic, s.channel); err != nil {
+		if err := c.subscribe(subs[i].topic, subs[i].channel); err != nil {
 			c.Close()
 			return nil, err
 		}
 		return c, nil
 	})
 	if err != nil {
-		for _, c := range g.conns {
-			c.Close()
-		}
 		return nil, fmt.Errorf("subscribe: %w", err)
 	}
-	g.conns = conns
-	return g, nil
+	return &consumerGroup{conns: conns, size: size, errc: make(chan error, len(subs))}, nil
 }
 
 // start sends RDY rdy on every connection and consumes until stop.

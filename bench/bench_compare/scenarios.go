@@ -61,7 +61,7 @@ func pubThenSub(ctx context.Context, e *env, memQueueSize int) (samples []sample
 		return nil, err
 	}
 
-	pubs, err := benchproto.DialAll(e.cfg.pubConns, func() (*conn, error) { return dial(ctx, d.TCPAddr, largeBuf) })
+	pubs, err := dialAll(e.cfg.pubConns, func(int) (*conn, error) { return dial(ctx, d.TCPAddr, largeBuf) })
 	if err != nil {
 		return nil, err
 	}
@@ -190,7 +190,7 @@ func burt(ctx context.Context, e *env) (samples []sample, err error) {
 		subs[i] = subscription{topics[i%len(topics)], benchChannel}
 	}
 	produce := func() (int64, error) {
-		pubs, err := benchproto.DialAll(e.cfg.burtPublishers, func() (*conn, error) { return dial(ctx, d.TCPAddr, burtBuf) })
+		pubs, err := dialAll(e.cfg.burtPublishers, func(int) (*conn, error) { return dial(ctx, d.TCPAddr, burtBuf) })
 		if err != nil {
 			return 0, err
 		}

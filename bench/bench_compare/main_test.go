@@ -26,10 +26,10 @@ func TestOneTinyRoundOfEveryScenario(t *testing.T) {
 	cfg := defaultConfig()
 	cfg.oursDir = bin
 	cfg.rounds = 1
-	cfg.pubDuration = 200 * time.Millisecond
-	cfg.burtDuration = 200 * time.Millisecond
+	cfg.pubDuration = 100 * time.Millisecond
+	cfg.burtDuration = 100 * time.Millisecond
 	cfg.burtTopics, cfg.burtConsumers = 3, 6
-	cfg.fanoutChannels, cfg.fanoutMsgs = 10, 250
+	cfg.fanoutChannels, cfg.fanoutMsgs = 5, 250
 	cfg.statsTopics, cfg.statsWideChannels, cfg.statsRequests = 20, 50, 2
 	cfg.idleCount = 20
 	cfg.stall = 20 * time.Second

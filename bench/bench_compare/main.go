@@ -59,6 +59,7 @@ import (
 // config is every knob of a run; the defaults are the workloads.
 type config struct {
 	oursDir, nsqDir string // folders holding an nsqd binary; nsqDir empty = ours only
+	nsqName         string // the reference's column name
 	rounds          int
 	scenarios       []string
 
@@ -83,6 +84,7 @@ type config struct {
 
 func defaultConfig() config {
 	return config{
+		nsqName:               "NSQ v1.3.0",
 		rounds:                5,
 		scenarios:             scenarioNames(),
 		pubConns:              2,
@@ -135,6 +137,7 @@ func main() {
 func bindFlags(fs *flag.FlagSet, c *config) {
 	fs.StringVar(&c.oursDir, "ours", "./build", "folder holding our nsqd")
 	fs.StringVar(&c.nsqDir, "nsq", "", "folder holding NSQ v1.3.0's nsqd (empty: run ours only)")
+	fs.StringVar(&c.nsqName, "nsq-name", c.nsqName, "column name of the --nsq daemon (to compare two builds of ours, say which)")
 	fs.IntVar(&c.rounds, "rounds", c.rounds, "rounds of every scenario")
 	fs.Func("scenarios", "comma-separated scenarios (default "+strings.Join(c.scenarios, ",")+")", func(s string) error {
 		c.scenarios = strings.Split(s, ",")
@@ -183,7 +186,7 @@ type contender struct{ name, bin string }
 func (c *config) contenders() ([]contender, error) {
 	var list []contender
 	if c.nsqDir != "" && c.profileDir == "" {
-		list = append(list, contender{"NSQ v1.3.0", filepath.Join(c.nsqDir, "nsqd")})
+		list = append(list, contender{c.nsqName, filepath.Join(c.nsqDir, "nsqd")})
 	}
 	list = append(list, contender{"ours", filepath.Join(c.oursDir, "nsqd")})
 	for _, ct := range list {

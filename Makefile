@@ -10,7 +10,7 @@ APPS     := $(filter-out internal,$(notdir $(wildcard apps/*)))
 BENCHES  := $(notdir $(wildcard bench/bench_*))
 TESTFLAGS ?=
 
-.PHONY: all build run test bench vet fmt lint staticcheck fuzz install dist clean
+.PHONY: all build run test bench bench-compare vet fmt lint staticcheck fuzz install dist clean
 
 all: build
 
@@ -75,6 +75,18 @@ dist: build
 
 bench: build
 	./bench.sh
+
+# NSQ v1.3.0's nsqd and ours side by side, started in turn, ROUNDS rounds of
+# SCENARIOS; BENCH_COMPARE_FLAGS passes more flags (see bench/bench_compare).
+ROUNDS    ?= 5
+SCENARIOS ?= pubsub,disk,fanout,burt,stats,idle
+BENCH_COMPARE_FLAGS ?=
+bench-compare: build
+	@ref=$$(../shared/tools/nsq-reference.sh) && [ -x "$$ref/nsqd" ] || { \
+		echo "bench-compare: could not build NSQ v1.3.0 with ../shared/tools/nsq-reference.sh (run from the repo root)" >&2; exit 1; }; \
+	case "$$ref" in /*) ;; *) ref="$$PWD/$$ref";; esac; \
+	echo "# NSQ v1.3.0: $$ref/nsqd; ours: ./$(BUILD)/nsqd; ROUNDS=$(ROUNDS) SCENARIOS=$(SCENARIOS) $(BENCH_COMPARE_FLAGS)" >&2; \
+	./$(BUILD)/bench_compare --ours=./$(BUILD) --nsq="$$ref" --rounds=$(ROUNDS) --scenarios=$(SCENARIOS) $(BENCH_COMPARE_FLAGS)
 
 clean:
 	rm -rf $(BUILD) dist

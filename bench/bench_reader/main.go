@@ -169,28 +169,7 @@ func (c *subConn) handshake(topic, channel string) error {
 
 // response reads the next response frame, turning error frames into errors
 // and answering heartbeats.
-func (c *subConn) response() ([]byte, error) {
-	for {
-		typ, data, err := c.fr.Next()
-		if err != nil {
-			return nil, err
-		}
-		switch typ {
-		case benchproto.FrameTypeResponse:
-			if string(data) == benchproto.Heartbeat {
-				if err := c.nop(); err != nil {
-					return nil, err
-				}
-				continue
-			}
-			return data, nil
-		case benchproto.FrameTypeError:
-			return nil, fmt.Errorf("error frame: %s", data)
-		default:
-			return nil, fmt.Errorf("unexpected frame type %d before RDY", typ)
-		}
-	}
-}
+func (c *subConn) response() ([]byte, error) { return c.fr.NextResponse(c.nop) }
 
 func (c *subConn) nop() error {
 	c.w.WriteString("NOP\n")

@@ -197,3 +197,29 @@ func (fr *FrameReader) Next() (int32, []byte, error) {
 	}
 	return typ, data, nil
 }
+
+// NextResponse returns the data of the next response frame, calling
+// onHeartbeat for each heartbeat before it (the caller answers with NOP) and
+// turning an error frame, or a message frame, into an error.
+func (fr *FrameReader) NextResponse(onHeartbeat func() error) ([]byte, error) {
+	for {
+		typ, data, err := fr.Next()
+		if err != nil {
+			return nil, err
+		}
+		switch typ {
+		case FrameTypeResponse:
+			if string(data) == Heartbeat {
+				if err := onHeartbeat(); err != nil {
+					return nil, err
+				}
+				continue
+			}
+			return data, nil
+		case FrameTypeError:
+			return nil, fmt.Errorf("error frame: %s", data)
+		default:
+			return nil, fmt.Errorf("unexpected frame type %d while waiting for a response", typ)
+		}
+	}
+}

@@ -122,3 +122,23 @@ func TestRunAll(t *testing.T) {
 		t.Fatalf("got %d %s %v", total, d, err)
 	}
 }
+
+func TestNextResponse(t *testing.T) {
+	var stream []byte
+	stream = append(stream, frame(FrameTypeResponse, []byte(Heartbeat))...)
+	stream = append(stream, frame(FrameTypeResponse, []byte("OK"))...)
+	stream = append(stream, frame(FrameTypeError, []byte("E_INVALID"))...)
+	stream = append(stream, frame(FrameTypeMessage, []byte("m"))...)
+	fr := NewFrameReader(bytes.NewReader(stream), 64)
+	heartbeats := 0
+	onHeartbeat := func() error { heartbeats++; return nil }
+	if data, err := fr.NextResponse(onHeartbeat); err != nil || string(data) != "OK" || heartbeats != 1 {
+		t.Fatalf("got %q %v after %d heartbeats, want OK after 1", data, err, heartbeats)
+	}
+	if _, err := fr.NextResponse(onHeartbeat); err == nil || !strings.Contains(err.Error(), "E_INVALID") {
+		t.Fatalf("error frame: %v", err)
+	}
+	if _, err := fr.NextResponse(onHeartbeat); err == nil {
+		t.Fatal("message frame accepted as a response")
+	}
+}

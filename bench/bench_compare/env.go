@@ -1,0 +1,106 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+)
+
+// sample is one measured value of one metric in one run of a scenario.
+type sample struct {
+	metric string
+	value  float64
+}
+
+// env is what a scenario runs against: one daemon binary, the
+// configuration, and (for our daemon, when asked) a profiler.
+type env struct {
+	cfg      *config
+	bin      string    // the nsqd binary
+	scenario string    // the scenario's name, for profile file names
+	prof     *profiler // nil when not profiling
+	progress io.Writer // for notes that are not results
+}
+
+// start starts a daemon with the scenario's flags.
+func (e *env) start(ctx context.Context, flags ...string) (*daemon, error) {
+	return startDaemon(ctx, e.bin, flags)
+}
+
+// stop takes the allocation profile (when profiling) and stops d; label
+// names the daemon when a scenario starts more than one.
+func (e *env) stop(ctx context.Context, d *daemon, label string, err error) error {
+	if e.prof != nil && err == nil {
+		err = e.prof.allocs(ctx, d, e.profileName(label))
+	}
+	stopErr := d.Stop()
+	if errors.Is(stopErr, errSlowStop) {
+		// A slow exit is worth knowing but measures nothing here.
+		fmt.Fprintf(e.progress, "note: %s: %v\n", e.scenario, stopErr)
+		stopErr = nil
+	}
+	return errors.Join(err, stopErr)
+}
+
+func (e *env) profileName(part string) string {
+	if part == "" {
+		return e.scenario
+	}
+	return e.scenario + "-" + part
+}
+
+// window measures one phase of a scenario: elapsed time and the daemon's
+// CPU time between begin and end.
+type window struct {
+	d       *daemon
+	t0      time.Time
+	cpu0    time.Duration
+	profile *pendingProfile // nil when not profiling
+}
+
+// begin opens a measuring window on d; phase names its CPU profile.
+func (e *env) begin(ctx context.Context, d *daemon, phase string) (*window, error) {
+	cpu, err := d.CPU()
+	if err != nil {
+		return nil, fmt.Errorf("read CPU time: %w", err)
+	}
+	w := &window{d: d, cpu0: cpu}
+	if e.prof != nil {
+		w.profile = e.prof.startCPU(ctx, d, e.profileName(phase))
+	}
+	w.t0 = time.Now()
+	return w, nil
+}
+
+// end closes the window over msgs messages: msgs per second and
+// microseconds of daemon CPU per message. A profile still running is
+// waited for after the figures are taken.
+func (w *window) end(msgs int64) (rate, cpuMicrosPerMsg float64, err error) {
+	elapsed := time.Since(w.t0)
+	cpu, err := w.d.CPU()
+	if err != nil {
+		return 0, 0, fmt.Errorf("read CPU time: %w", err)
+	}
+	if w.profile != nil {
+		if err := w.profile.wait(); err != nil {
+			return 0, 0, err
+		}
+	}
+	if msgs <= 0 {
+		return 0, 0, fmt.Errorf("no messages in %s", elapsed)
+	}
+	rate = float64(msgs) / elapsed.Seconds()
+	cpuMicrosPerMsg = float64((cpu - w.cpu0).Microseconds()) / float64(msgs)
+	return rate, cpuMicrosPerMsg, nil
+}
+
+// peakRSS is the sample of d's peak RSS in MB.
+func peakRSS(d *daemon) (sample, error) {
+	b, err := d.PeakRSS()
+	if err != nil {
+		return sample{}, fmt.Errorf("read peak RSS: %w", err)
+	}
+	return sample{"peak RSS (MB)", float64(b) / (1 << 20)}, nil
+}

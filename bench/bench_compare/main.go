@@ -1,0 +1,256 @@
+// Command bench_compare runs the same workloads against NSQ v1.3.0's nsqd
+// and ours, started in turn (A B A B …), and prints per scenario and metric
+// the median and range of each and the ratio ours / NSQ's.
+//
+// Each run starts the daemon afresh (temp data dir, ephemeral ports on
+// 127.0.0.1) and drives it with the same client code, raw protocol V2 and
+// HTTP. Throughput is messages over wall time; CPU per message is the
+// daemon's utime+stime from /proc/<pid>/stat over the same window divided
+// by the messages; peak RSS is VmHWM from /proc/<pid>/status. Every
+// scenario checks that exactly the messages published arrived: a mismatch
+// ends the run with an error.
+//
+// Scenarios (--scenarios, comma separated):
+//
+//	pubsub  --pub-conns connections MPUB 200 × 200 B for --pub-duration
+//	        (--mem-queue-size=1000000), then --sub-conns readers with
+//	        RDY 2500 consume everything; PUB and SUB reported apart
+//	disk    the same with --mem-queue-size=0
+//	fanout  1 topic × --fanout-channels channels (created over HTTP), one
+//	        consumer connection per channel (RDY 100), --fanout-msgs × 100 B
+//	        published; delivered messages per second
+//	burt    --burt-topics topics, --burt-publishers publishers each sending
+//	        MPUB 10 × 500 B to the topics in turn and waiting for every OK,
+//	        --burt-consumers consumers (RDY 100) spread over the topics,
+//	        --mem-queue-size=0, for --burt-duration; end to end
+//	stats   GET /stats?format=json with --stats-topics × --stats-channels
+//	        channels, and with 1 topic × --stats-wide-channels (median of
+//	        --stats-requests requests)
+//	idle    RSS added per idle topic and per idle channel (--idle-count of
+//	        each, default flags)
+//
+// With --profile=DIR our daemon alone is run and profiled: a CPU profile of
+// --profile-seconds at the start of every measured phase and the
+// allocation profile at the end of every run, kept as `go tool pprof -top`
+// text in DIR.
+//
+// Usage:
+//
+//	bench_compare --ours=./build --nsq=$(../shared/tools/nsq-reference.sh) \
+//	    [--rounds=5] [--scenarios=pubsub,disk,fanout,burt,stats,idle]
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// config is every knob of a run; the defaults are the issue's workloads.
+type config struct {
+	oursDir, nsqDir string // folders holding an nsqd binary; nsqDir empty = ours only
+	nsqName         string // the reference's column name
+	rounds          int
+	scenarios       []string
+
+	pubConns, subConns int
+	pubDuration        time.Duration
+
+	fanoutChannels, fanoutMsgs int
+
+	burtTopics, burtPublishers, burtConsumers int
+	burtDuration                              time.Duration
+
+	statsTopics, statsChannelsPerTopic, statsWideChannels, statsRequests int
+
+	idleCount   int
+	httpWorkers int
+	stall       time.Duration // no progress for this long fails a scenario
+
+	profileDir     string
+	profileRawDir  string // keep the binary profiles here (default: a temp dir, removed)
+	profileSeconds int
+}
+
+func defaultConfig() config {
+	return config{
+		nsqName:               "NSQ v1.3.0",
+		rounds:                5,
+		scenarios:             scenarioNames(),
+		pubConns:              2,
+		subConns:              2,
+		pubDuration:           5 * time.Second,
+		fanoutChannels:        1000,
+		fanoutMsgs:            2000,
+		burtTopics:            24,
+		burtPublishers:        4,
+		burtConsumers:         120,
+		burtDuration:          5 * time.Second,
+		statsTopics:           2000,
+		statsChannelsPerTopic: 2,
+		statsWideChannels:     10000,
+		statsRequests:         5,
+		idleCount:             1000,
+		httpWorkers:           8,
+		stall:                 30 * time.Second,
+		profileSeconds:        3,
+	}
+}
+
+func scenarioNames() []string {
+	names := make([]string, len(scenarios))
+	for i, s := range scenarios {
+		names[i] = s.name
+	}
+	return names
+}
+
+func main() {
+	log.SetPrefix("[bench_compare] ")
+	log.SetFlags(0)
+	cfg := defaultConfig()
+	fs := flag.NewFlagSet("bench_compare", flag.ExitOnError)
+	bindFlags(fs, &cfg)
+	fs.Parse(os.Args[1:])
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	res, err := run(ctx, &cfg, os.Stderr)
+	if res != nil {
+		res.write(os.Stdout)
+	}
+	if err != nil {
+		log.Fatal(err)
+	}
+}
+
+func bindFlags(fs *flag.FlagSet, c *config) {
+	fs.StringVar(&c.oursDir, "ours", "./build", "folder holding our nsqd")
+	fs.StringVar(&c.nsqDir, "nsq", "", "folder holding NSQ v1.3.0's nsqd (empty: run ours only)")
+	fs.StringVar(&c.nsqName, "nsq-name", c.nsqName, "column name of the --nsq daemon (to compare two builds of ours, say which)")
+	fs.IntVar(&c.rounds, "rounds", c.rounds, "rounds of every scenario")
+	fs.Func("scenarios", "comma-separated scenarios (default "+strings.Join(c.scenarios, ",")+")", func(s string) error {
+		c.scenarios = strings.Split(s, ",")
+		return nil
+	})
+	fs.IntVar(&c.pubConns, "pub-conns", c.pubConns, "pubsub/disk: publishing connections")
+	fs.IntVar(&c.subConns, "sub-conns", c.subConns, "pubsub/disk: consuming connections")
+	fs.DurationVar(&c.pubDuration, "pub-duration", c.pubDuration, "pubsub/disk: how long to publish")
+	fs.IntVar(&c.fanoutChannels, "fanout-channels", c.fanoutChannels, "fanout: channels (and consumer connections)")
+	fs.IntVar(&c.fanoutMsgs, "fanout-msgs", c.fanoutMsgs, "fanout: messages published")
+	fs.IntVar(&c.burtTopics, "burt-topics", c.burtTopics, "burt: topics")
+	fs.IntVar(&c.burtPublishers, "burt-publishers", c.burtPublishers, "burt: publishing connections")
+	fs.IntVar(&c.burtConsumers, "burt-consumers", c.burtConsumers, "burt: consuming connections")
+	fs.DurationVar(&c.burtDuration, "burt-duration", c.burtDuration, "burt: how long to publish")
+	fs.IntVar(&c.statsTopics, "stats-topics", c.statsTopics, "stats: topics of the first shape")
+	fs.IntVar(&c.statsChannelsPerTopic, "stats-channels", c.statsChannelsPerTopic, "stats: channels per topic of the first shape")
+	fs.IntVar(&c.statsWideChannels, "stats-wide-channels", c.statsWideChannels, "stats: channels of the one-topic shape")
+	fs.IntVar(&c.statsRequests, "stats-requests", c.statsRequests, "stats: timed requests per shape")
+	fs.IntVar(&c.idleCount, "idle-count", c.idleCount, "idle: topics, then channels, to create")
+	fs.IntVar(&c.httpWorkers, "http-workers", c.httpWorkers, "concurrent HTTP requests when creating topics and channels")
+	fs.DurationVar(&c.stall, "stall", c.stall, "fail a scenario that makes no progress for this long")
+	fs.StringVar(&c.profileDir, "profile", "", "profile our daemon only and write `go tool pprof -top` text here")
+	fs.StringVar(&c.profileRawDir, "profile-raw", "", "with --profile: keep the binary profiles here, for pprof -peek/-list")
+	fs.IntVar(&c.profileSeconds, "profile-seconds", c.profileSeconds, "length of each CPU profile")
+}
+
+func (c *config) validate() error {
+	for _, name := range c.scenarios {
+		if !slices.Contains(scenarioNames(), name) {
+			return fmt.Errorf("unknown scenario %q (have %s)", name, strings.Join(scenarioNames(), ","))
+		}
+	}
+	positive := []int{c.rounds, c.pubConns, c.subConns, c.fanoutChannels, c.fanoutMsgs, c.burtTopics,
+		c.burtPublishers, c.burtConsumers, c.statsTopics, c.statsChannelsPerTopic, c.statsWideChannels,
+		c.statsRequests, c.idleCount, c.httpWorkers, c.profileSeconds}
+	if slices.Min(positive) <= 0 || c.pubDuration <= 0 || c.burtDuration <= 0 || c.stall <= 0 {
+		return errors.New("counts and durations must be positive")
+	}
+	return nil
+}
+
+// contender is one daemon under test.
+type contender struct{ name, bin string }
+
+// contenders are NSQ's then ours, the order every round runs them in.
+func (c *config) contenders() ([]contender, error) {
+	var list []contender
+	if c.nsqDir != "" && c.profileDir == "" {
+		list = append(list, contender{c.nsqName, filepath.Join(c.nsqDir, "nsqd")})
+	}
+	list = append(list, contender{"ours", filepath.Join(c.oursDir, "nsqd")})
+	for _, ct := range list {
+		if _, err := os.Stat(ct.bin); err != nil {
+			return nil, fmt.Errorf("%s: %w", ct.name, err)
+		}
+	}
+	return list, nil
+}
+
+// run runs every round and returns what was measured, also when a
+// scenario fails (then with the error). progress gets one line per run.
+func run(ctx context.Context, cfg *config, progress io.Writer) (*results, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	contenders, err := cfg.contenders()
+	if err != nil {
+		return nil, err
+	}
+	var prof *profiler
+	if cfg.profileDir != "" {
+		rawDir := cfg.profileRawDir
+		if rawDir == "" {
+			if rawDir, err = os.MkdirTemp("", "bench_compare-profiles-"); err != nil {
+				return nil, err
+			}
+			defer os.RemoveAll(rawDir)
+		} else if err := os.MkdirAll(rawDir, 0o755); err != nil {
+			return nil, err
+		}
+		if err := os.MkdirAll(cfg.profileDir, 0o755); err != nil {
+			return nil, err
+		}
+		prof = &profiler{outDir: cfg.profileDir, rawDir: rawDir, seconds: cfg.profileSeconds, nodes: 25}
+	}
+	names := make([]string, len(contenders))
+	for i, ct := range contenders {
+		names[i] = ct.name
+	}
+	res := newResults(names)
+	for round := 1; round <= cfg.rounds; round++ {
+		for _, sc := range scenarios {
+			if !slices.Contains(cfg.scenarios, sc.name) {
+				continue
+			}
+			for _, ct := range contenders {
+				e := &env{cfg: cfg, bin: ct.bin, scenario: sc.name, prof: prof, progress: progress}
+				samples, err := sc.run(ctx, e)
+				if err != nil {
+					return res, fmt.Errorf("round %d, %s, %s: %w", round, sc.name, ct.name, err)
+				}
+				res.add(sc.name, ct.name, samples)
+				fmt.Fprintf(progress, "round %d/%d %-6s %-10s %s\n", round, cfg.rounds, sc.name, ct.name, formatSamples(samples))
+			}
+		}
+	}
+	return res, nil
+}
+
+func formatSamples(samples []sample) string {
+	parts := make([]string, len(samples))
+	for i, s := range samples {
+		parts[i] = s.metric + " " + formatNum(s.value)
+	}
+	return strings.Join(parts, ", ")
+}

@@ -1,0 +1,89 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestOneTinyRoundOfEveryScenario runs the whole harness, one small round
+// of every scenario, against our own nsqd, so that the tool keeps working
+// as the daemon changes. (NSQ's nsqd is not built here.)
+func TestOneTinyRoundOfEveryScenario(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs nsqd")
+	}
+	bin := t.TempDir()
+	build := exec.Command("go", "build", "-o", filepath.Join(bin, "nsqd"), "github.com/nsqgo/nsq/apps/nsqd")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build nsqd: %v\n%s", err, out)
+	}
+	cfg := defaultConfig()
+	cfg.oursDir = bin
+	cfg.rounds = 1
+	cfg.pubDuration = 100 * time.Millisecond
+	cfg.burtDuration = 100 * time.Millisecond
+	cfg.burtTopics, cfg.burtConsumers = 3, 6
+	cfg.fanoutChannels, cfg.fanoutMsgs = 5, 250
+	cfg.statsTopics, cfg.statsWideChannels, cfg.statsRequests = 20, 50, 2
+	cfg.idleCount = 20
+	cfg.stall = 20 * time.Second
+	profDir := t.TempDir()
+	cfg.profileDir = profDir
+	cfg.profileSeconds = 1
+	cfg.scenarios = []string{"idle"} // profiled; the rest below, not profiled
+	var progress bytes.Buffer
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	profiled, err := run(ctx, &cfg, &progress)
+	if err != nil {
+		t.Fatalf("profiled run: %v\n%s", err, progress.String())
+	}
+	cfg.profileDir = ""
+	cfg.scenarios = []string{"pubsub", "disk", "fanout", "burt", "stats"}
+	res, err := run(ctx, &cfg, &progress)
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, progress.String())
+	}
+
+	// CPU per message can be 0 in so short a run (the kernel counts in
+	// 10 ms ticks) and so can an RSS delta; rates and times cannot.
+	check := func(r *results, want rowKey) {
+		t.Helper()
+		vs := r.values[want]["ours"]
+		cpu, idle := strings.Contains(want.metric, "CPU"), want.scenario == "idle"
+		if len(vs) != 1 || (cpu && vs[0] < 0) || (!cpu && !idle && vs[0] <= 0) {
+			t.Errorf("%v: got %v", want, vs)
+		}
+	}
+	for _, want := range []rowKey{{"idle", "RSS per idle topic (KB)"}, {"idle", "RSS per idle channel (KB)"}} {
+		check(profiled, want)
+	}
+	for _, want := range []rowKey{
+		{"pubsub", "PUB msgs/s"}, {"pubsub", "PUB CPU µs/msg"}, {"pubsub", "SUB msgs/s"}, {"pubsub", "SUB CPU µs/msg"},
+		{"pubsub", "peak RSS (MB)"},
+		{"disk", "PUB msgs/s"}, {"disk", "SUB msgs/s"}, {"disk", "SUB CPU µs/msg"},
+		{"fanout", "delivered msgs/s"}, {"fanout", "CPU µs/msg"}, {"fanout", "peak RSS (MB)"},
+		{"burt", "end-to-end msgs/s"}, {"burt", "CPU µs/msg"},
+		{"stats", "/stats, 20 topics × 2 channels (ms)"}, {"stats", "/stats, 1 topic × 50 channels (ms)"},
+	} {
+		check(res, want)
+	}
+	var table bytes.Buffer
+	res.write(&table)
+	if !strings.Contains(table.String(), "| burt | end-to-end msgs/s |") {
+		t.Errorf("table lacks the burt row:\n%s", table.String())
+	}
+	for _, name := range []string{"idle-create-cpu-flat.txt", "idle-create-cpu-cum.txt", "idle-allocs-flat.txt", "idle-allocs-cum.txt"} {
+		b, err := os.ReadFile(filepath.Join(profDir, name))
+		if err != nil || !bytes.Contains(b, []byte("flat%")) {
+			t.Errorf("profile text %s: %v\n%s", name, err, b)
+		}
+	}
+}

@@ -1,0 +1,416 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nsqgo/nsq/bench/internal/benchproto"
+)
+
+// scenario is one workload, run against one daemon binary per call.
+type scenario struct {
+	name string
+	run  func(ctx context.Context, e *env) ([]sample, error)
+}
+
+var scenarios = []scenario{
+	{"pubsub", func(ctx context.Context, e *env) ([]sample, error) { return pubThenSub(ctx, e, 1000000) }},
+	{"disk", func(ctx context.Context, e *env) ([]sample, error) { return pubThenSub(ctx, e, 0) }},
+	{"fanout", fanout},
+	{"burt", burt},
+	{"stats", stats},
+	{"idle", idle},
+}
+
+const (
+	pubsubBatch   = 200
+	pubsubSize    = 200
+	pubsubRDY     = 2500
+	largeBuf      = 64 << 10
+	smallBuf      = 4 << 10 // a thousand fanout consumers
+	fanoutBatch   = 200
+	fanoutSize    = 100
+	fanoutRDY     = 100
+	burtBatch     = 10
+	burtSize      = 500
+	burtRDY       = 100
+	burtBuf       = 16 << 10
+	benchTopic    = "bench"
+	benchChannel  = "ch"
+	idleTopicName = "idle_channels"
+)
+
+// pubThenSub is pubsub and disk: cfg.pubConns connections MPUB 200 × 200 B
+// for cfg.pubDuration, then cfg.subConns readers with RDY 2500 consume
+// everything.
+func pubThenSub(ctx context.Context, e *env, memQueueSize int) (samples []sample, err error) {
+	d, err := e.start(ctx, "--mem-queue-size="+strconv.Itoa(memQueueSize))
+	if err != nil {
+		return nil, err
+	}
+	defer func() { err = e.stop(ctx, d, "", err) }()
+	if err := createChannels(ctx, d, []subscription{{benchTopic, benchChannel}}, 1); err != nil {
+		return nil, err
+	}
+
+	pubs, err := dialAll(e.cfg.pubConns, func(int) (*conn, error) { return dial(ctx, d.TCPAddr, largeBuf) })
+	if err != nil {
+		return nil, err
+	}
+	cmds := [][]byte{mpubCommand(benchTopic, pubsubBatch, pubsubSize)}
+	w, err := e.begin(ctx, d, "pub")
+	if err != nil {
+		return nil, err
+	}
+	published, _, err := benchproto.RunAll(pubs, e.cfg.pubDuration, func(c *conn, end time.Time) (int64, error) {
+		defer c.Close()
+		return c.publish(cmds, pubsubBatch, func() bool { return !time.Now().Before(end) })
+	})
+	if err != nil {
+		return nil, fmt.Errorf("publish: %w", err)
+	}
+	pubRate, pubCPU, err := w.end(published)
+	if err != nil {
+		return nil, err
+	}
+
+	subs := slices.Repeat([]subscription{{benchTopic, benchChannel}}, e.cfg.subConns)
+	subRate, subCPU, err := consumeAll(ctx, e, d, "sub", subs, pubsubSize, largeBuf, pubsubRDY, published, nil)
+	if err != nil {
+		return nil, err
+	}
+	rss, err := peakRSS(d)
+	return []sample{
+		{"PUB msgs/s", pubRate}, {"PUB CPU µs/msg", pubCPU},
+		{"SUB msgs/s", subRate}, {"SUB CPU µs/msg", subCPU},
+		rss,
+	}, err
+}
+
+// consumeAll subscribes one consumer per subscription, starts a window
+// named phase, sends RDY, runs produce (if any) and waits until exactly
+// want messages have arrived; it returns the window's rate and CPU per
+// message.
+func consumeAll(ctx context.Context, e *env, d *daemon, phase string, subs []subscription,
+	size, bufSize, rdy int, want int64, produce func() (int64, error)) (rate, cpu float64, err error) {
+	g, err := subscribeAll(ctx, d.TCPAddr, subs, size, bufSize)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer g.stop()
+	w, err := e.begin(ctx, d, phase)
+	if err != nil {
+		return 0, 0, err
+	}
+	if err := g.start(ctx, rdy); err != nil {
+		return 0, 0, err
+	}
+	if produce != nil {
+		if want, err = produce(); err != nil {
+			return 0, 0, fmt.Errorf("publish: %w", err)
+		}
+	}
+	if err := g.wait(ctx, want, e.cfg.stall); err != nil {
+		return 0, 0, err
+	}
+	if rate, cpu, err = w.end(want); err != nil {
+		return 0, 0, err
+	}
+	return rate, cpu, g.finish(want)
+}
+
+// fanout: one topic with cfg.fanoutChannels channels created over HTTP,
+// one consumer connection per channel (RDY 100), then cfg.fanoutMsgs
+// messages of 100 B published in MPUBs of up to 200; every channel must
+// receive every message.
+func fanout(ctx context.Context, e *env) (samples []sample, err error) {
+	d, err := e.start(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { err = e.stop(ctx, d, "", err) }()
+	subs := make([]subscription, e.cfg.fanoutChannels)
+	for i := range subs {
+		subs[i] = subscription{benchTopic, "ch" + strconv.Itoa(i)}
+	}
+	if err := createChannels(ctx, d, subs, e.cfg.httpWorkers); err != nil {
+		return nil, err
+	}
+	produce := func() (int64, error) {
+		pub, err := dial(ctx, d.TCPAddr, largeBuf)
+		if err != nil {
+			return 0, err
+		}
+		defer pub.Close()
+		var sent int64
+		for left := e.cfg.fanoutMsgs; left > 0; left -= fanoutBatch {
+			n := min(left, fanoutBatch)
+			pub.w.Write(mpubCommand(benchTopic, n, fanoutSize))
+			if err := pub.expectOK("MPUB"); err != nil {
+				return 0, err
+			}
+			sent += int64(n)
+		}
+		return sent * int64(len(subs)), nil
+	}
+	rate, cpu, err := consumeAll(ctx, e, d, "deliver", subs, fanoutSize, smallBuf, fanoutRDY, 0, produce)
+	if err != nil {
+		return nil, err
+	}
+	rss, err := peakRSS(d)
+	return []sample{{"delivered msgs/s", rate}, {"CPU µs/msg", cpu}, rss}, err
+}
+
+// burt: cfg.burtTopics topics with one channel each and cfg.burtConsumers
+// consumers (RDY 100) spread over them; cfg.burtPublishers publishers, each
+// sending MPUB 10 × 500 B to the topics in turn and waiting for the OK
+// before the next, for cfg.burtDuration; then everything published must
+// be consumed. The rate is end to end: messages over the time from the
+// first publish to the last delivery.
+func burt(ctx context.Context, e *env) (samples []sample, err error) {
+	d, err := e.start(ctx, "--mem-queue-size=0")
+	if err != nil {
+		return nil, err
+	}
+	defer func() { err = e.stop(ctx, d, "", err) }()
+	topics := make([]string, e.cfg.burtTopics)
+	for i := range topics {
+		topics[i] = "burt" + strconv.Itoa(i)
+	}
+	subs := make([]subscription, e.cfg.burtConsumers)
+	for i := range subs {
+		subs[i] = subscription{topics[i%len(topics)], benchChannel}
+	}
+	produce := func() (int64, error) {
+		pubs, err := dialAll(e.cfg.burtPublishers, func(int) (*conn, error) { return dial(ctx, d.TCPAddr, burtBuf) })
+		if err != nil {
+			return 0, err
+		}
+		var next atomic.Int64 // publishers start at different topics
+		published, _, err := benchproto.RunAll(pubs, e.cfg.burtDuration, func(c *conn, end time.Time) (int64, error) {
+			defer c.Close()
+			first := int(next.Add(1))
+			cmds := make([][]byte, len(topics))
+			for i := range cmds {
+				cmds[i] = mpubCommand(topics[(first+i)%len(topics)], burtBatch, burtSize)
+			}
+			return c.publish(cmds, burtBatch, func() bool { return !time.Now().Before(end) })
+		})
+		return published, err
+	}
+	rate, cpu, err := consumeAll(ctx, e, d, "run", subs, burtSize, burtBuf, burtRDY, 0, produce)
+	if err != nil {
+		return nil, err
+	}
+	rss, err := peakRSS(d)
+	return []sample{{"end-to-end msgs/s", rate}, {"CPU µs/msg", cpu}, rss}, err
+}
+
+// stats times GET /stats?format=json on two daemons: one with
+// cfg.statsTopics topics × cfg.statsChannelsPerTopic channels, one with a
+// single topic of cfg.statsWideChannels channels. Each figure is the
+// median of cfg.statsRequests requests.
+func stats(ctx context.Context, e *env) ([]sample, error) {
+	shapes := []struct{ topics, channels int }{
+		{e.cfg.statsTopics, e.cfg.statsChannelsPerTopic},
+		{1, e.cfg.statsWideChannels},
+	}
+	var samples []sample
+	for _, shape := range shapes {
+		label := fmt.Sprintf("%dx%d", shape.topics, shape.channels)
+		ms, err := statsTime(ctx, e, label, shape.topics, shape.channels)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", label, err)
+		}
+		samples = append(samples, sample{fmt.Sprintf("/stats, %s × %s (ms)", plural(shape.topics, "topic"), plural(shape.channels, "channel")), ms})
+	}
+	return samples, nil
+}
+
+func statsTime(ctx context.Context, e *env, label string, numTopics, channelsPerTopic int) (ms float64, err error) {
+	d, err := e.start(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer func() { err = e.stop(ctx, d, label, err) }()
+	var subs []subscription
+	for t := 0; t < numTopics; t++ {
+		for c := 0; c < channelsPerTopic; c++ {
+			subs = append(subs, subscription{"stats" + strconv.Itoa(t), "ch" + strconv.Itoa(c)})
+		}
+	}
+	if err := createChannels(ctx, d, subs, e.cfg.httpWorkers); err != nil {
+		return 0, err
+	}
+	w, err := e.begin(ctx, d, label)
+	if err != nil {
+		return 0, err
+	}
+	times := make([]float64, e.cfg.statsRequests)
+	for i := range times {
+		t0 := time.Now()
+		body, err := d.get(ctx, "/stats?format=json")
+		if err != nil {
+			return 0, err
+		}
+		times[i] = float64(time.Since(t0).Microseconds()) / 1000
+		if err := checkStatsCount(body, numTopics, numTopics*channelsPerTopic); err != nil {
+			return 0, err
+		}
+	}
+	if _, _, err := w.end(int64(len(times))); err != nil {
+		return 0, err
+	}
+	return median(times), nil
+}
+
+// checkStatsCount checks that a /stats JSON answer lists the topics and
+// channels that were created.
+func checkStatsCount(body []byte, wantTopics, wantChannels int) error {
+	var st struct {
+		Topics []struct {
+			Channels []json.RawMessage `json:"channels"`
+		} `json:"topics"`
+	}
+	if err := json.Unmarshal(body, &st); err != nil {
+		return fmt.Errorf("/stats: %w", err)
+	}
+	channels := 0
+	for _, t := range st.Topics {
+		channels += len(t.Channels)
+	}
+	if len(st.Topics) != wantTopics || channels != wantChannels {
+		return fmt.Errorf("/stats lists %d topics and %d channels, want %d and %d", len(st.Topics), channels, wantTopics, wantChannels)
+	}
+	return nil
+}
+
+// idle: RSS added per idle topic (cfg.idleCount topics) and per idle
+// channel (cfg.idleCount channels of one topic), default flags, each after
+// POST /debug/freememory.
+func idle(ctx context.Context, e *env) (samples []sample, err error) {
+	d, err := e.start(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { err = e.stop(ctx, d, "", err) }()
+	n := e.cfg.idleCount
+	w, err := e.begin(ctx, d, "create")
+	if err != nil {
+		return nil, err
+	}
+	before, err := settledRSS(ctx, d)
+	if err != nil {
+		return nil, err
+	}
+	topicPaths := make([]string, n)
+	for i := range topicPaths {
+		topicPaths[i] = "/topic/create?topic=idle" + strconv.Itoa(i)
+	}
+	if err := postAll(ctx, d, topicPaths, e.cfg.httpWorkers); err != nil {
+		return nil, err
+	}
+	withTopics, err := settledRSS(ctx, d)
+	if err != nil {
+		return nil, err
+	}
+	subs := make([]subscription, n)
+	for i := range subs {
+		subs[i] = subscription{idleTopicName, "ch" + strconv.Itoa(i)}
+	}
+	// The channels' topic is one more topic; its share is 1/n of an idle
+	// topic per channel, small enough to leave in.
+	if err := createChannels(ctx, d, subs, e.cfg.httpWorkers); err != nil {
+		return nil, err
+	}
+	withChannels, err := settledRSS(ctx, d)
+	if err != nil {
+		return nil, err
+	}
+	if _, _, err := w.end(int64(2 * n)); err != nil {
+		return nil, err
+	}
+	return []sample{
+		{"RSS per idle topic (KB)", float64(withTopics-before) / float64(n) / 1024},
+		{"RSS per idle channel (KB)", float64(withChannels-withTopics) / float64(n) / 1024},
+	}, nil
+}
+
+// settledRSS asks the daemon to return free memory to the OS and reads its
+// RSS. NSQ v1.3.0 frees the memory and then answers 500 (its plain-text
+// wrapper panics on the handler's nil result), so only a failed request is
+// an error here, not the status.
+func settledRSS(ctx context.Context, d *daemon) (int64, error) {
+	var status *statusError
+	if err := d.post(ctx, "/debug/freememory"); err != nil && !errors.As(err, &status) {
+		return 0, err
+	}
+	return d.RSS()
+}
+
+// createChannels creates each subscription's topic, then its channel, over
+// HTTP with workers concurrent requests (NSQ's /channel/create wants the
+// topic to exist).
+func createChannels(ctx context.Context, d *daemon, subs []subscription, workers int) error {
+	var topicPaths, channelPaths []string
+	seen := map[string]bool{}
+	for _, s := range subs {
+		if !seen[s.topic] {
+			seen[s.topic] = true
+			topicPaths = append(topicPaths, "/topic/create?"+url.Values{"topic": {s.topic}}.Encode())
+		}
+		channelPaths = append(channelPaths, "/channel/create?"+url.Values{"topic": {s.topic}, "channel": {s.channel}}.Encode())
+	}
+	if err := postAll(ctx, d, topicPaths, workers); err != nil {
+		return err
+	}
+	return postAll(ctx, d, channelPaths, workers)
+}
+
+// postAll POSTs to every path with workers concurrent requests, failing
+// with the first error.
+func postAll(ctx context.Context, d *daemon, paths []string, workers int) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	work := make(chan string)
+	var wg sync.WaitGroup
+	for i := 0; i < workers; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for p := range work {
+				if err := d.post(ctx, p); err != nil {
+					cancel(err)
+					return
+				}
+			}
+		}()
+	}
+feed:
+	for _, p := range paths {
+		select {
+		case work <- p:
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(work)
+	wg.Wait()
+	return context.Cause(ctx)
+}
+
+// plural is "1 topic", "2 topics".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return strconv.Itoa(n) + " " + noun + "s"
+}

@@ -173,6 +173,9 @@ func (n *NSQD) Start() error {
 		defer n.wg.Done()
 		n.guard.monitor.Run(n.ctx)
 	}()
+	// NSQ's start-up lines, word for word: test harnesses (gnsq's, for
+	// one) find the ports of an nsqd started on port 0 by reading them.
+	n.log.Info("TCP: listening on " + n.tcpListener.Addr().String())
 	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()
@@ -183,7 +186,7 @@ func (n *NSQD) Start() error {
 		if n.opts.TLSRequired == TLSRequired {
 			n.httpServer.Handler = tlsRequiredHandler(n.httpsPort)
 		}
-		n.log.Info("HTTP listening", "addr", n.httpListener.Addr().String())
+		n.log.Info("HTTP: listening on " + n.httpListener.Addr().String())
 		n.wg.Add(1)
 		go func() {
 			defer n.wg.Done()
@@ -194,7 +197,7 @@ func (n *NSQD) Start() error {
 	}
 	if n.httpsListener != nil {
 		n.httpsServer = newHTTPServer(n)
-		n.log.Info("HTTPS listening", "addr", n.httpsListener.Addr().String())
+		n.log.Info("HTTPS: listening on " + n.httpsListener.Addr().String())
 		n.wg.Add(1)
 		go func() {
 			defer n.wg.Done()

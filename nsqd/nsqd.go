@@ -463,21 +463,20 @@ func (n *NSQD) publish(t *Topic, bodies [][]byte, deferFor time.Duration) error 
 	if err := n.guard.checkPublish(); err != nil {
 		return err
 	}
-	start := n.ids.reserve(len(bodies))
+	// one clock read and one ID reservation for the batch
 	now := time.Now().UnixNano()
+	start := n.ids.reserveAt(now, len(bodies))
 	var due int64
 	if deferFor > 0 {
 		due = now + int64(deferFor)
 	}
-	msgs := make([]*Message, len(bodies))
-	backing := make([]Message, len(bodies)) // one allocation for the batch
+	msgs := newBatch(len(bodies))
 	for i, b := range bodies {
-		m := &backing[i]
+		m := msgs[i]
 		m.ID = n.ids.id(start + uint64(i))
 		m.Body = b
 		m.Timestamp = now
 		m.deferUntil = due
-		msgs[i] = m
 	}
 	if err := t.Put(msgs); err != nil {
 		n.setHealth(err)

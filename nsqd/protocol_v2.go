@@ -406,18 +406,38 @@ func (c *client) subscribe(params [][]byte, _ []byte) ([]byte, error) {
 }
 
 func (c *client) pub(params [][]byte, body []byte) ([]byte, error) {
-	if err := c.checkAuth("PUB", string(params[1]), ""); err != nil {
+	topic := c.pubTopic(params[1])
+	if err := c.checkAuth("PUB", topic, ""); err != nil {
 		return nil, err
 	}
-	return c.publish("PUB", "E_PUB_FAILED", string(params[1]), [][]byte{body}, 0)
+	return c.publishOne("PUB", "E_PUB_FAILED", topic, body, 0)
 }
 
 func (c *client) dpub(params [][]byte, body []byte) ([]byte, error) {
-	if err := c.checkAuth("DPUB", string(params[1]), ""); err != nil {
+	topic := c.pubTopic(params[1])
+	if err := c.checkAuth("DPUB", topic, ""); err != nil {
 		return nil, err
 	}
 	ms, _ := strconv.ParseInt(string(params[2]), 10, 64) // checked by checkDPUB
-	return c.publish("DPUB", "E_DPUB_FAILED", string(params[1]), [][]byte{body}, time.Duration(ms)*time.Millisecond)
+	return c.publishOne("DPUB", "E_DPUB_FAILED", topic, body, time.Duration(ms)*time.Millisecond)
+}
+
+// pubTopic is the topic parameter p as a string, the same string as last
+// time when p names the same topic: a producer mostly publishes to one
+// topic, and converting it anew would allocate on every command.
+func (c *client) pubTopic(p []byte) string {
+	if string(p) != c.lastPubTopic {
+		c.lastPubTopic = string(p)
+	}
+	return c.lastPubTopic
+}
+
+// publishOne publishes a single body without allocating a slice for it.
+func (c *client) publishOne(cmd, code, topicName string, body []byte, deferFor time.Duration) ([]byte, error) {
+	c.oneBody[0] = body
+	resp, err := c.publish(cmd, code, topicName, c.oneBody[:], deferFor)
+	c.oneBody[0] = nil // the message holds the body now; don't pin it here
+	return resp, err
 }
 
 func (c *client) publish(cmd, code, topicName string, bodies [][]byte, deferFor time.Duration) ([]byte, error) {
@@ -458,7 +478,7 @@ func (c *client) mpub(params [][]byte, body []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return c.publish("MPUB", "E_MPUB_FAILED", string(params[1]), packBodies(parts, body), 0)
+	return c.publish("MPUB", "E_MPUB_FAILED", c.pubTopic(params[1]), packBodies(parts, body), 0)
 }
 
 // cleanup runs when the read loop ends.

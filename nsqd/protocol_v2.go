@@ -45,6 +45,7 @@ const (
 // that is checked before its handler runs, in NSQ's order: state, parameter
 // count, parameter validation (check), then the body read and its limits.
 type commandSpec struct {
+	name      string // the table key, set by init
 	states    stateSet
 	minParams int // not counting the command name
 	paramsMsg string
@@ -83,6 +84,12 @@ var commands = map[string]*commandSpec{
 		arriving: (*client).mpubArriving, run: (*client).mpub},
 }
 
+func init() {
+	for name, spec := range commands {
+		spec.name = name
+	}
+}
+
 // maxParams bounds how many space-separated parameters a line may have.
 const maxParams = 8
 
@@ -106,8 +113,7 @@ func (c *client) ioLoop() {
 		resp, err := c.exec(params)
 		if err != nil {
 			c.sendError(err)
-			var fatal *wire.FatalClientErr
-			if errors.As(err, &fatal) || !isClientErr(err) {
+			if isFatalClientErr(err) || !isClientErr(err) {
 				return
 			}
 			continue
@@ -135,6 +141,13 @@ func (c *client) armReadDeadline() {
 	} else {
 		_ = c.conn.SetReadDeadline(time.Time{})
 	}
+}
+
+// isFatalClientErr is errors.As for a *wire.FatalClientErr, in a function
+// of its own so that the target escapes to the heap only when called.
+func isFatalClientErr(err error) bool {
+	var fatal *wire.FatalClientErr
+	return errors.As(err, &fatal)
 }
 
 func isClientErr(err error) bool {
@@ -201,7 +214,7 @@ func (c *client) exec(params [][]byte) ([]byte, error) {
 	var body []byte
 	if spec.body == lengthPrefixedBody {
 		var err error
-		if body, err = c.readSizedBody(string(name), spec); err != nil {
+		if body, err = c.readSizedBody(spec); err != nil {
 			return nil, err
 		}
 	}
@@ -228,8 +241,8 @@ func (c *client) detachParams(params [][]byte) {
 // readSizedBody reads [int32 n][n bytes] with 1 <= n <= the command's
 // limit into a buffer of exactly n bytes (it may become a message body,
 // shared and retained), which grows as the bytes arrive (body.go).
-func (c *client) readSizedBody(cmd string, spec *commandSpec) ([]byte, error) {
-	code, limit := spec.bodyCode, spec.limit(c.n.opts)
+func (c *client) readSizedBody(spec *commandSpec) ([]byte, error) {
+	cmd, code, limit := spec.name, spec.bodyCode, spec.limit(c.n.opts)
 	what := "body"
 	if code == "E_BAD_MESSAGE" {
 		what = "message body"
@@ -252,11 +265,10 @@ func (c *client) readSizedBody(cmd string, spec *commandSpec) ([]byte, error) {
 		check = spec.arriving(c, int(size))
 	}
 	body, err := readBody(c.n.ctx, c.reader, int64(size), limit, c.n.guard.bodies, check)
-	var fatal *wire.FatalClientErr
 	switch {
 	case err == nil:
 		return body, nil
-	case errors.As(err, &fatal):
+	case isFatalClientErr(err):
 		return nil, err
 	case errors.Is(err, errBodyBudget):
 		return nil, wire.NewFatalClientErr(spec.failCode, "%s failed: %s", cmd, err)

@@ -209,10 +209,6 @@ type mpubWalk struct {
 	total int64 // NSQ's running size: each part's size + 4
 }
 
-func newMPUBWalk(size int, lim bodyLimits, cmd string) *mpubWalk {
-	return &mpubWalk{lim: lim, cmd: cmd, end: size}
-}
-
 func (w *mpubWalk) arrived(b []byte) error { return w.advance(b, nil) }
 
 // cut gives NSQ's error for an MPUB stream that ended after b.
@@ -276,7 +272,7 @@ func (w *mpubWalk) advance(b []byte, part func([]byte)) error {
 // splitMPUB parses an MPUB body held whole in memory into parts that alias
 // it (see mpubWalk for the rules).
 func splitMPUB(body []byte, lim bodyLimits, cmd string) ([][]byte, error) {
-	w := newMPUBWalk(len(body), lim, cmd)
+	w := mpubWalk{lim: lim, cmd: cmd, end: len(body)}
 	var parts [][]byte
 	err := w.advance(body, func(p []byte) {
 		if parts == nil {

@@ -38,10 +38,12 @@ type client struct {
 	reader *bufio.Reader
 	// paramBuf holds the parameters of a command with a body while the body
 	// is read (see detachParams); only the reader goroutine uses it, as it
-	// does lastPubTopic and oneBody (see pubTopic and publishOne).
+	// does lastPubTopic, oneBody and mpubWalk (see pubTopic, publishOne and
+	// mpubArriving).
 	paramBuf     [128]byte
 	lastPubTopic string
 	oneBody      [1][]byte
+	mpubWalk     mpubWalk
 	remoteAddr   string
 	connectTS    time.Time
 

@@ -478,9 +478,11 @@ func (c *client) mpubLimits() bodyLimits {
 	return bodyLimits{c.n.opts.MaxBodySize, c.n.opts.MaxMsgSize}
 }
 
-// mpubArriving checks an MPUB body's part headers as they arrive.
+// mpubArriving checks an MPUB body's part headers as they arrive, with
+// the connection's one walk (one MPUB is read at a time).
 func (c *client) mpubArriving(size int) bodyCheck {
-	return newMPUBWalk(size, c.mpubLimits(), "MPUB")
+	c.mpubWalk = mpubWalk{lim: c.mpubLimits(), cmd: "MPUB", end: size}
+	return &c.mpubWalk
 }
 
 // mpub parses every part before it creates the topic or queues anything

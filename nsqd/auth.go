@@ -136,5 +136,5 @@ func checkMPUB(c *client, params [][]byte) error {
 	if err := checkTopic(c, params); err != nil {
 		return err
 	}
-	return c.checkAuth("MPUB", string(params[1]), "")
+	return c.checkAuth("MPUB", c.pubTopic(params[1]), "")
 }

@@ -37,10 +37,15 @@ type client struct {
 	conn   net.Conn
 	reader *bufio.Reader
 	// paramBuf holds the parameters of a command with a body while the body
-	// is read (see detachParams); only the reader goroutine uses it.
-	paramBuf   [128]byte
-	remoteAddr string
-	connectTS  time.Time
+	// is read (see detachParams); only the reader goroutine uses it, as it
+	// does lastPubTopic, oneBody and mpubWalk (see pubTopic, publishOne and
+	// mpubArriving).
+	paramBuf     [128]byte
+	lastPubTopic string
+	oneBody      [1][]byte
+	mpubWalk     mpubWalk
+	remoteAddr   string
+	connectTS    time.Time
 
 	// set by IDENTIFY before SUB, read-only afterwards
 	clientID          string

@@ -36,15 +36,7 @@ func TestSnappyInterop(t *testing.T) {
 		for _, random := range []bool{false, true} {
 			data := compressTestData(t, n, random)
 
-			var buf bytes.Buffer
-			w := &snappyWriter{dst: &buf}
-			half := len(data) / 2
-			if _, err := w.Write(data[:half]); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := w.Write(data[half:]); err != nil {
-				t.Fatal(err)
-			}
+			buf := bytes.NewBuffer(snappyInTwoWrites(t, data))
 			if len(data) > 0 && !bytes.HasPrefix(buf.Bytes(), []byte(snappyStreamID)) ||
 				bytes.Count(buf.Bytes(), []byte(snappyStreamID)) > 1 && !random {
 				t.Fatalf("n=%d: stream identifier missing or repeated", n)
@@ -61,8 +53,8 @@ func TestSnappyInterop(t *testing.T) {
 			} {
 				var enc bytes.Buffer
 				sw := mk(&enc)
-				sw.Write(data[:half])
-				sw.Write(data[half:])
+				sw.Write(data[:len(data)/2])
+				sw.Write(data[len(data)/2:])
 				if c, ok := sw.(io.Closer); ok {
 					c.Close()
 				}

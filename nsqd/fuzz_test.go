@@ -1,7 +1,8 @@
 package nsqd
 
 // Fuzz targets for everything nsqd parses from the network: protocol V2
-// command streams, MPUB bodies, IDENTIFY JSON and the HTTP /mpub body.
+// command streams, MPUB bodies, IDENTIFY JSON, the HTTP /pub and /mpub
+// bodies and the snappy and deflate streams of compressed connections.
 // `make test` runs their seed corpora; `make fuzz` fuzzes each for
 // FUZZTIME.
 
@@ -18,10 +19,14 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
+	"testing/iotest"
 	"time"
+
+	"github.com/klauspost/compress/flate"
 
 	"github.com/nsqgo/nsq/internal/wire"
 )
@@ -328,10 +333,11 @@ func refMPUB(data []byte, maxBody, maxMsg int64) ([][]byte, bool) {
 	return out, true
 }
 
-// FuzzReadMPUBParts: readMPUBParts returns exactly the parts the body
-// holds, within the limits, or a *wire.FatalClientErr (E_BAD_BODY or
-// E_BAD_MESSAGE) and nothing, in agreement with refMPUB.
-func FuzzReadMPUBParts(f *testing.F) {
+// FuzzSplitMPUB: splitMPUB returns exactly the parts the body holds,
+// within the limits, or a *wire.FatalClientErr (E_BAD_BODY or
+// E_BAD_MESSAGE) and nothing, in agreement with refMPUB; packBodies keeps
+// them byte for byte.
+func FuzzSplitMPUB(f *testing.F) {
 	f.Add(mpubBody("a", "bc", "def"), uint16(100), uint16(10))
 	f.Add(mpubBody("a"), uint16(0), uint16(0))
 	f.Add(mpubBody(), uint16(100), uint16(10))
@@ -344,7 +350,7 @@ func FuzzReadMPUBParts(f *testing.F) {
 	f.Add([]byte("\x00\x00"), uint16(100), uint16(10))
 	f.Fuzz(func(t *testing.T, data []byte, mb, mm uint16) {
 		maxBody, maxMsg := 5+int64(mb), 1+int64(mm)
-		got, err := readMPUBParts(bytes.NewReader(data), maxBody, maxMsg, "MPUB", true)
+		got, err := splitMPUB(data, bodyLimits{maxBody, maxMsg}, "MPUB")
 		want, ok := refMPUB(data, maxBody, maxMsg)
 		if err != nil {
 			var fe *wire.FatalClientErr
@@ -365,6 +371,7 @@ func FuzzReadMPUBParts(f *testing.F) {
 		if len(got) != len(want) {
 			t.Fatalf("%d parts, want %d", len(got), len(want))
 		}
+		got = packInSlabs(got, data, 1+int(mb)%256)
 		var total int64
 		for i := range got {
 			if !bytes.Equal(got[i], want[i]) {
@@ -446,18 +453,19 @@ func refTextMPUB(body []byte) [][]byte {
 // answers 200 having published exactly the messages the body holds, or
 // answers an error having published nothing.
 func FuzzHTTPMPUB(f *testing.F) {
-	f.Add([]byte("a\nbb\n\nccc\n"), false)
-	f.Add([]byte("\n\n\n"), false)
-	f.Add([]byte("no newline"), false)
-	f.Add(cat(strings.Repeat("x", 4097), "\nok\n"), false)
-	f.Add(mpubBody("a", "bc", "def"), true)
-	f.Add(mpubBody(), true)
-	f.Add(cat(mpubBody("a"), "trailing"), true)
-	f.Add([]byte("\x00\x00\x00\x02\x00\x00\x00\x01a"), true)
-	f.Add([]byte("\x00\x00\x00\x01\x00\x00\x10\x01"), true)
+	f.Add([]byte("a\nbb\n\nccc\n"), false, false)
+	f.Add([]byte("\n\n\n"), false, true)
+	f.Add([]byte("no newline"), false, false)
+	f.Add(cat(strings.Repeat("x", 4097), "\nok\n"), false, true)
+	f.Add(mpubBody("a", "bc", "def"), true, false)
+	f.Add(mpubBody(), true, true)
+	f.Add(cat(mpubBody("a"), "trailing"), true, false)
+	f.Add([]byte("\x00\x00\x00\x02\x00\x00\x00\x01a"), true, true)
+	f.Add([]byte("\x00\x00\x00\x01\x00\x00\x10\x01"), true, false)
+	f.Add(mpubBody(strings.Repeat("s", 4000), strings.Repeat("t", 3000), "u"), true, true)
 	n := fuzzDaemon(f)
 	h := newHTTPServer(n).Handler
-	f.Fuzz(func(t *testing.T, body []byte, binaryMode bool) {
+	f.Fuzz(func(t *testing.T, body []byte, binaryMode, chunked bool) {
 		maxMsg := n.opts.MaxMsgSize
 		if parts, err := splitTextMPUB(body, maxMsg); err == nil {
 			want := refTextMPUB(body)
@@ -491,37 +499,252 @@ func FuzzHTTPMPUB(f *testing.F) {
 		}
 		valid = valid && int64(len(body)) <= n.opts.MaxBodySize
 
-		var before uint64
-		if tp, ok := n.GetExistingTopic("fz"); ok {
-			before = tp.messageCount.Load()
-		}
-		req := httptest.NewRequest("POST", fmt.Sprintf("/mpub?topic=fz&binary=%v", binaryMode), bytes.NewReader(body))
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, req)
-		var after uint64
-		if tp, ok := n.GetExistingTopic("fz"); ok {
-			after = tp.messageCount.Load()
-		}
+		code, resp, published := postFuzzBody(t, n, h, fmt.Sprintf("/mpub?topic=fz&binary=%v", binaryMode), body, chunked)
 		switch {
-		case rec.Code == http.StatusOK:
+		case code == http.StatusOK:
 			if !valid {
 				t.Fatalf("200 for an invalid body (binary=%v)", binaryMode)
 			}
-			if got := after - before; got != uint64(len(want)) {
-				t.Fatalf("published %d messages, the body holds %d", got, len(want))
+			if published != uint64(len(want)) {
+				t.Fatalf("published %d messages, the body holds %d", published, len(want))
 			}
-		case rec.Code == http.StatusBadRequest || rec.Code == http.StatusRequestEntityTooLarge:
+		case code == http.StatusBadRequest || code == http.StatusRequestEntityTooLarge:
 			if valid {
-				t.Fatalf("%d %q for a valid body of %d messages (binary=%v)", rec.Code, rec.Body.String(), len(want), binaryMode)
+				t.Fatalf("%d %q for a valid body of %d messages (binary=%v)", code, resp, len(want), binaryMode)
 			}
-			if after != before {
-				t.Fatalf("%d %q but %d messages were published", rec.Code, rec.Body.String(), after-before)
+			if published != 0 {
+				t.Fatalf("%d %q but %d messages were published", code, resp, published)
 			}
 		default:
-			t.Fatalf("status %d %q", rec.Code, rec.Body.String())
-		}
-		if tp, ok := n.GetExistingTopic("fz"); ok && tp.Depth() > 10000 {
-			dropTopicsExcept(t, n, "")
+			t.Fatalf("status %d %q", code, resp)
 		}
 	})
+}
+
+// postFuzzBody POSTs body to path on h (with its length announced, or
+// chunked) and returns the status, the response and how many messages
+// topic "fz" gained; it keeps the topic from growing across iterations.
+// The unfinished-body budget must be whole again afterwards.
+func postFuzzBody(t *testing.T, n *NSQD, h http.Handler, path string, body []byte, chunked bool) (int, string, uint64) {
+	t.Helper()
+	count := func() uint64 {
+		if tp, ok := n.GetExistingTopic("fz"); ok {
+			return tp.messageCount.Load()
+		}
+		return 0
+	}
+	before := count()
+	var src io.Reader = bytes.NewReader(body)
+	if chunked {
+		src = struct{ io.Reader }{src} // hides the length
+	}
+	req := httptest.NewRequest("POST", path, src)
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	published := count() - before
+	if held := n.guard.bodies.held.Load(); held != 0 {
+		t.Fatalf("%d bytes of the unfinished-body budget still held after the request", held)
+	}
+	if tp, ok := n.GetExistingTopic("fz"); ok && tp.Depth() > 10000 {
+		dropTopicsExcept(t, n, "")
+	}
+	return rec.Code, rec.Body.String(), published
+}
+
+// FuzzHTTPPub: POST /pub answers 200 having published one message when the
+// body has 1..max-msg-size bytes, else 400 MSG_EMPTY or 413 MSG_TOO_BIG
+// having published nothing; and readBody, fed in pieces of any size,
+// returns exactly the body within its limit.
+func FuzzHTTPPub(f *testing.F) {
+	f.Add([]byte("hello"), false, uint8(0))
+	f.Add([]byte{}, false, uint8(1))
+	f.Add([]byte("x"), true, uint8(2))
+	f.Add(bytes.Repeat([]byte("y"), 4096), true, uint8(0))
+	f.Add(bytes.Repeat([]byte("z"), 4097), false, uint8(1))
+	f.Add(bytes.Repeat([]byte("w"), 5000), true, uint8(2))
+	n := fuzzDaemon(f)
+	h := newHTTPServer(n).Handler
+	f.Fuzz(func(t *testing.T, body []byte, chunked bool, pieces uint8) {
+		limit := n.opts.MaxMsgSize
+		size := int64(len(body))
+		if chunked {
+			size = -1
+		}
+		src := []func(io.Reader) io.Reader{
+			func(r io.Reader) io.Reader { return r }, iotest.OneByteReader, iotest.HalfReader,
+		}[int(pieces)%3](bytes.NewReader(body))
+		got, err := readBody(context.Background(), src, size, limit, n.guard.bodies, nil)
+		switch {
+		case int64(len(body)) > limit && chunked:
+			if !errors.Is(err, errBodyTooBig) {
+				t.Fatalf("readBody of %d > %d bytes: %v", len(body), limit, err)
+			}
+		case err != nil || !bytes.Equal(got, body) || cap(got) != len(got):
+			t.Fatalf("readBody: %d bytes (cap %d), %v; want the %d bytes sent", len(got), cap(got), err, len(body))
+		}
+
+		code, resp, published := postFuzzBody(t, n, h, "/pub?topic=fz", body, chunked)
+		switch {
+		case len(body) == 0:
+			if code != http.StatusBadRequest || !strings.Contains(resp, "MSG_EMPTY") || published != 0 {
+				t.Fatalf("empty body: %d %q, %d published", code, resp, published)
+			}
+		case int64(len(body)) > limit:
+			if code != http.StatusRequestEntityTooLarge || !strings.Contains(resp, "MSG_TOO_BIG") || published != 0 {
+				t.Fatalf("%d-byte body: %d %q, %d published", len(body), code, resp, published)
+			}
+		default:
+			if code != http.StatusOK || published != 1 {
+				t.Fatalf("%d-byte body: %d %q, %d published", len(body), code, resp, published)
+			}
+		}
+	})
+}
+
+// FuzzSnappyReader: whatever follows the stream identifier, the snappy
+// reader never panics, fails only with errSnappyCorrupt, returns the same
+// bytes however small the caller's buffer, and allocates a bounded amount
+// (its buffers are pooled and chunk-sized); a stream our writer made from
+// any data reads back as that data.
+func FuzzSnappyReader(f *testing.F) {
+	var framed bytes.Buffer
+	w := &snappyWriter{dst: &framed}
+	_, _ = w.Write(bytes.Repeat([]byte("compressible "), 1000))
+	_, _ = w.Write([]byte("\x00\x01 incompressible? no"))
+	f.Add(framed.Bytes()[len(snappyStreamID):], false)
+	f.Add([]byte("hello, snappy"), true)
+	f.Add([]byte{snappyChunkPadding, 3, 0, 0, 1, 2, 3}, false)
+	f.Add([]byte{snappyChunkCompressed, 8, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0x7f}, false)
+	f.Add([]byte{snappyChunkUncompressed, 5, 0, 0, 0, 0, 0, 0, 'x'}, false)
+	f.Add([]byte{0x02, 0, 0, 0}, false)
+	f.Fuzz(func(t *testing.T, data []byte, roundTrip bool) {
+		if roundTrip {
+			stream := snappyInTwoWrites(t, data)
+			got, err := readAllBounded(&snappyReader{src: bytes.NewReader(stream)}, 7, len(data)+1)
+			if err != nil || !bytes.Equal(got, data) {
+				t.Fatalf("round trip of %d bytes: %d bytes back, %v", len(data), len(got), err)
+			}
+			return
+		}
+		in := append([]byte(snappyStreamID), data...)
+		// Each chunk of at least 4 input bytes decodes to at most 64 KiB.
+		maxOut := (len(in)/4 + 1) * snappyMaxBlock
+		var outs [2][]byte
+		for i, bufSize := range []int{7, 2 * snappyMaxBlock} {
+			allocated := allocatedBy(func() {
+				got, err := readAllBounded(&snappyReader{src: bytes.NewReader(in)}, bufSize, maxOut)
+				if err != nil && !errors.Is(err, errSnappyCorrupt) {
+					t.Fatalf("read error %v, want errSnappyCorrupt or a clean end", err)
+				}
+				outs[i] = got
+			})
+			if limit := uint64(4*snappyMaxChunk + len(in) + 2*maxOut); allocated > limit {
+				t.Fatalf("reading %d bytes allocated %d bytes", len(in), allocated)
+			}
+		}
+		if !bytes.Equal(outs[0], outs[1]) {
+			t.Fatalf("%d bytes read through a 7-byte buffer, %d through a large one", len(outs[0]), len(outs[1]))
+		}
+	})
+}
+
+// FuzzDeflateReader: a client's deflate stream, however hostile, never
+// makes the reader panic, and reading it through a fixed buffer allocates
+// a bounded amount however far it inflates (a 1,000:1 "bomb" is read in
+// buffer-sized pieces); a stream our writer made at any level, with idle
+// periods that return its compressor to the pool, reads back as the data.
+func FuzzDeflateReader(f *testing.F) {
+	f.Add([]byte("hello, deflate"), uint8(5), true)
+	f.Add(bytes.Repeat([]byte{0}, 10000), uint8(9), true)
+	f.Add([]byte{0x01, 0x05, 0x00, 0xfa, 0xff, 'h', 'e', 'l', 'l', 'o'}, uint8(0), false)
+	var bomb bytes.Buffer
+	fw, _ := flate.NewWriter(&bomb, 9)
+	_, _ = fw.Write(make([]byte, 1<<20))
+	_ = fw.Close()
+	f.Add(bomb.Bytes(), uint8(0), false)
+	f.Add([]byte{0xff, 0xff, 0xff}, uint8(0), false)
+	f.Fuzz(func(t *testing.T, data []byte, level uint8, roundTrip bool) {
+		if roundTrip {
+			var buf bytes.Buffer
+			w := &deflateWriter{dst: &buf, level: 1 + int(level)%9}
+			for rest := data; len(rest) > 0; {
+				piece := rest[:min(len(rest), 1+len(rest)/3, 100)]
+				rest = rest[len(piece):]
+				if _, err := w.Write(piece); err != nil {
+					t.Fatal(err)
+				}
+				if err := w.Flush(); err != nil {
+					t.Fatal(err)
+				}
+				w.idle()
+				w.idle() // unused since the last check: back to the pool
+			}
+			w.release()
+			got, err := readAllBounded(newDeflateReader(&buf), 4096, len(data)+1)
+			if !bytes.Equal(got, data) || (err != nil && !errors.Is(err, io.ErrUnexpectedEOF)) {
+				t.Fatalf("round trip of %d bytes: %d bytes back, %v", len(data), len(got), err)
+			}
+			return
+		}
+		const maxOut = 8 << 20
+		allocated := allocatedBy(func() {
+			r, buf := newDeflateReader(bytes.NewReader(data)), make([]byte, 4096)
+			for total := 0; total < maxOut; {
+				n, err := r.Read(buf)
+				if total += n; err != nil {
+					break
+				}
+			}
+		})
+		if allocated > 1<<20 {
+			t.Fatalf("inflating %d bytes allocated %d bytes", len(data), allocated)
+		}
+	})
+}
+
+// snappyInTwoWrites is data as our snappy writer frames it when it comes
+// in two writes.
+func snappyInTwoWrites(t testing.TB, data []byte) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	w := &snappyWriter{dst: &buf}
+	half := len(data) / 2
+	if _, err := w.Write(data[:half]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Write(data[half:]); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// readAllBounded reads r through a buffer of bufSize bytes until it ends
+// or more than max bytes came; the collected bytes are capped at max.
+func readAllBounded(r io.Reader, bufSize, max int) ([]byte, error) {
+	buf := make([]byte, bufSize)
+	var out []byte
+	total := 0
+	for total <= max {
+		n, err := r.Read(buf)
+		total += n
+		if len(out) < max {
+			out = append(out, buf[:min(n, max-len(out))]...)
+		}
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return out, err
+		}
+	}
+	return out, nil
+}
+
+// allocatedBy reports the bytes the process allocated while fn ran.
+func allocatedBy(fn func()) uint64 {
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	fn()
+	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc
 }

@@ -28,8 +28,11 @@ func newIDGenerator(nodeID int64) *idGenerator {
 }
 
 // reserve returns the first of n consecutive counter values.
-func (g *idGenerator) reserve(n int) uint64 {
-	now := (uint64(time.Now().UnixNano()>>20) - twepoch) << 12
+func (g *idGenerator) reserve(n int) uint64 { return g.reserveAt(time.Now().UnixNano(), n) }
+
+// reserveAt is reserve for a caller that has read the clock (unix ns).
+func (g *idGenerator) reserveAt(nowNanos int64, n int) uint64 {
+	now := (uint64(nowNanos>>20) - twepoch) << 12
 	for {
 		old := g.counter.Load()
 		start := max(old, now)

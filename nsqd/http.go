@@ -10,7 +10,6 @@ import (
 	"net/http/pprof"
 	"net/url"
 	"runtime/debug"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -168,8 +167,7 @@ func (s *httpServer) publishErr(err error) error {
 }
 
 func (s *httpServer) pub(_ http.ResponseWriter, r *http.Request, _ httprouter.Params) (any, error) {
-	limit := s.n.opts.MaxMsgSize
-	body, err := readBody(r, limit, "MSG_TOO_BIG")
+	body, err := s.readRequestBody(r, s.n.opts.MaxMsgSize, "MSG_TOO_BIG")
 	if err != nil {
 		return nil, err
 	}
@@ -202,29 +200,24 @@ func (s *httpServer) pub(_ http.ResponseWriter, r *http.Request, _ httprouter.Pa
 	return "OK", nil
 }
 
-// readBody reads a request body of at most limit bytes, answering 413
-// tooBig beyond it. With an announced length the buffer is exactly that
-// size: a /pub body becomes the message body and may live long, so it must
-// not carry the spare capacity io.ReadAll grows.
-func readBody(r *http.Request, limit int64, tooBig string) ([]byte, error) {
+// readRequestBody reads a request body of at most limit bytes, answering
+// 413 tooBig beyond it, into memory that grows as the bytes arrive and
+// counts against the unfinished-body budget (body.go): 503 when that is
+// used up.
+func (s *httpServer) readRequestBody(r *http.Request, limit int64, tooBig string) ([]byte, error) {
 	if r.ContentLength > limit {
 		return nil, apiErr(http.StatusRequestEntityTooLarge, tooBig)
 	}
-	if r.ContentLength >= 0 {
-		body := make([]byte, r.ContentLength)
-		if _, err := io.ReadFull(r.Body, body); err != nil {
-			return nil, apiErr(http.StatusInternalServerError, "INTERNAL_ERROR")
-		}
+	body, err := readBody(r.Context(), r.Body, r.ContentLength, limit, s.n.guard.bodies, nil)
+	switch {
+	case err == nil:
 		return body, nil
-	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
-	if err != nil {
-		return nil, apiErr(http.StatusInternalServerError, "INTERNAL_ERROR")
-	}
-	if int64(len(body)) > limit {
+	case errors.Is(err, errBodyTooBig):
 		return nil, apiErr(http.StatusRequestEntityTooLarge, tooBig)
+	case errors.Is(err, errBodyBudget):
+		return nil, apiErr(http.StatusServiceUnavailable, "BODY_BUDGET_EXCEEDED: "+err.Error())
 	}
-	return slices.Clip(bytes.Clone(body)), nil
+	return nil, apiErr(http.StatusInternalServerError, "INTERNAL_ERROR")
 }
 
 func (s *httpServer) mpub(_ http.ResponseWriter, r *http.Request, _ httprouter.Params) (any, error) {
@@ -239,7 +232,7 @@ func (s *httpServer) mpub(_ http.ResponseWriter, r *http.Request, _ httprouter.P
 	if err := s.authorizePublish(r, name); err != nil {
 		return nil, err
 	}
-	body, err := readBody(r, o.MaxBodySize, "BODY_TOO_BIG")
+	body, err := s.readRequestBody(r, o.MaxBodySize, "BODY_TOO_BIG")
 	if err != nil {
 		return nil, err
 	}
@@ -256,7 +249,7 @@ func (s *httpServer) mpub(_ http.ResponseWriter, r *http.Request, _ httprouter.P
 	if !binary {
 		bodies, err = splitTextMPUB(body, o.MaxMsgSize)
 	} else {
-		bodies, err = readMPUBParts(bytes.NewReader(body), o.MaxBodySize, o.MaxMsgSize, "MPUB", false)
+		bodies, err = splitMPUB(body, bodyLimits{o.MaxBodySize, o.MaxMsgSize}, "MPUB")
 		if err != nil {
 			var fe *wire.FatalClientErr
 			if errors.As(err, &fe) {
@@ -275,15 +268,15 @@ func (s *httpServer) mpub(_ http.ResponseWriter, r *http.Request, _ httprouter.P
 	if len(bodies) == 0 {
 		return "OK", nil
 	}
-	if err := s.n.publish(t, bodies, 0); err != nil {
+	if err := s.n.publish(t, packBodies(bodies, body), 0); err != nil {
 		return nil, s.publishErr(err)
 	}
 	return "OK", nil
 }
 
 // splitTextMPUB splits on '\n' only (a '\r' stays in the message, as in
-// NSQ), skipping empty lines; each message gets its own buffer so one
-// survivor does not pin the whole request body.
+// NSQ), skipping empty lines; the parts alias body (packBodies decides
+// what they may keep alive).
 func splitTextMPUB(body []byte, maxMsg int64) ([][]byte, error) {
 	var out [][]byte
 	for len(body) > 0 {
@@ -299,7 +292,7 @@ func splitTextMPUB(body []byte, maxMsg int64) ([][]byte, error) {
 		if int64(len(line)) > maxMsg {
 			return nil, apiErr(http.StatusRequestEntityTooLarge, "MSG_TOO_BIG")
 		}
-		out = append(out, append([]byte(nil), line...))
+		out = append(out, line)
 	}
 	return out, nil
 }

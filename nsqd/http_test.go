@@ -384,7 +384,8 @@ func TestHTTPStatsJSON(t *testing.T) {
 	expectKeys(t, "/stats", m, "version", "health", "start_time", "topics", "memory", "producers", "memory_limits")
 	limits, _ := m["memory_limits"].(map[string]any)
 	expectKeys(t, "/stats memory_limits", limits, "state", "limit_source", "hard_limit_bytes", "soft_limit_bytes",
-		"usage_bytes", "memory_queue_bytes", "in_flight_bytes", "max_memory_queue_bytes", "deferred_bytes", "max_deferred_bytes")
+		"usage_bytes", "memory_queue_bytes", "in_flight_bytes", "max_memory_queue_bytes", "deferred_bytes", "max_deferred_bytes",
+		"unfinished_bodies", "unfinished_body_bytes", "max_unfinished_body_bytes")
 	if limits["state"] != "normal" || limits["soft_limit_bytes"].(float64) <= 0 {
 		t.Fatalf("memory_limits = %v", limits)
 	}

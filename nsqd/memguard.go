@@ -1,12 +1,15 @@
 package nsqd
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"runtime/debug"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/sync/semaphore"
 
 	"github.com/nsqgo/nsq/internal/memlimit"
 )
@@ -30,6 +33,7 @@ type memoryGuard struct {
 	inFlightBytes atomic.Int64 // delivered, not yet FIN'd or requeued
 	deferredBytes atomic.Int64
 	lastFree      atomic.Int64
+	bodies        *bodyBudget
 	log           *slog.Logger
 	// usage reads current memory use; tests swap it to drive the states.
 	usage atomic.Pointer[func() uint64]
@@ -72,7 +76,66 @@ func newMemoryGuard(o *Options, log *slog.Logger) (*memoryGuard, error) {
 	if g.maxDeferred == 0 {
 		g.maxDeferred = int64(g.limits.Soft / 10)
 	}
+	// One body must always fit, or a legitimate maximum-size body could
+	// never be read.
+	g.bodies = newBodyBudget(max(int64(g.limits.Soft/unfinishedBodyShare), o.MaxBodySize, o.MaxMsgSize), unfinishedBodyWait)
 	return g, nil
+}
+
+// Unfinished bodies: the bytes held by command and request bodies whose
+// declared size has not fully arrived yet (PUB, MPUB, DPUB, IDENTIFY, AUTH,
+// HTTP /pub and /mpub) may use at most 1/unfinishedBodyShare of the soft
+// limit all together, so that clients that announce large bodies and send
+// them slowly, or not at all, can neither push the memory state over the
+// soft limit (refusing everybody's publishes) nor get the process killed.
+// A body that finds the budget used up waits at most unfinishedBodyWait
+// for others to finish, then is refused.
+const (
+	unfinishedBodyShare = 8
+	unfinishedBodyWait  = 5 * time.Second
+)
+
+// errBodyBudget refuses a body while unfinished bodies use the budget.
+var errBodyBudget = errors.New("unfinished message bodies use the daemon's memory budget for them")
+
+// bodyBudget bounds the bytes held by unfinished bodies daemon-wide.
+type bodyBudget struct {
+	limit int64
+	wait  time.Duration
+	sem   *semaphore.Weighted
+	held  atomic.Int64 // what sem has handed out, for /info and tests
+	count atomic.Int64 // bodies being received, for /info and tests
+}
+
+func newBodyBudget(limit int64, wait time.Duration) *bodyBudget {
+	return &bodyBudget{limit: limit, wait: wait, sem: semaphore.NewWeighted(limit)}
+}
+
+// acquire reserves n bytes, waiting at most b.wait (or until ctx ends) for
+// other bodies to release theirs.
+func (b *bodyBudget) acquire(ctx context.Context, n int64) error {
+	if n > b.limit {
+		return fmt.Errorf("%w: a body of %d bytes exceeds the budget of %d bytes", errBodyBudget, n, b.limit)
+	}
+	if !b.sem.TryAcquire(n) {
+		wctx, cancel := context.WithTimeout(ctx, b.wait)
+		err := b.sem.Acquire(wctx, n)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("%w: %d of %d bytes held for more than %s; retry later",
+				errBodyBudget, b.held.Load(), b.limit, b.wait)
+		}
+	}
+	b.held.Add(n)
+	return nil
+}
+
+// release gives back n bytes acquired before.
+func (b *bodyBudget) release(n int64) {
+	if n > 0 {
+		b.held.Add(-n)
+		b.sem.Release(n)
+	}
 }
 
 // start tells the Go runtime the soft limit and begins monitoring.
@@ -183,6 +246,10 @@ type MemoryInfo struct {
 	MaxQueueBytes    int64  `json:"max_memory_queue_bytes"`
 	DeferredBytes    int64  `json:"deferred_bytes"`
 	MaxDeferredBytes int64  `json:"max_deferred_bytes"`
+	// bodies still being received, the bytes they hold, and their budget
+	UnfinishedBodies       int64 `json:"unfinished_bodies"`
+	UnfinishedBodyBytes    int64 `json:"unfinished_body_bytes"`
+	MaxUnfinishedBodyBytes int64 `json:"max_unfinished_body_bytes"`
 }
 
 func (g *memoryGuard) info() MemoryInfo {
@@ -196,6 +263,10 @@ func (g *memoryGuard) info() MemoryInfo {
 		MaxQueueBytes:    g.maxQueueBytes,
 		DeferredBytes:    g.deferredBytes.Load(),
 		MaxDeferredBytes: g.maxDeferred,
+
+		UnfinishedBodies:       g.bodies.count.Load(),
+		UnfinishedBodyBytes:    g.bodies.held.Load(),
+		MaxUnfinishedBodyBytes: g.bodies.limit,
 	}
 	if g.monitor != nil {
 		mi.Usage = g.monitor.Usage()

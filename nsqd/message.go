@@ -52,6 +52,27 @@ func NewMessage(id MessageID, body []byte) *Message {
 	return &Message{ID: id, Body: body, Timestamp: time.Now().UnixNano()}
 }
 
+// newBatch returns n new zero messages for one publish. Their structs
+// share one array, and a single message shares its allocation with the
+// slice that points to it: one or two allocations per batch rather than
+// one per message.
+func newBatch(n int) []*Message {
+	if n == 1 {
+		one := &struct {
+			ptr [1]*Message
+			msg Message
+		}{}
+		one.ptr[0] = &one.msg
+		return one.ptr[:]
+	}
+	backing := make([]Message, n)
+	msgs := make([]*Message, n)
+	for i := range backing {
+		msgs[i] = &backing[i]
+	}
+	return msgs
+}
+
 // copyBatch returns a channel's own copies of msgs, sharing the bodies.
 // The copies live in one array: one allocation per channel per batch
 // rather than per message (a copy kept long keeps its batch's array, at

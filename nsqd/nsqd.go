@@ -173,6 +173,9 @@ func (n *NSQD) Start() error {
 		defer n.wg.Done()
 		n.guard.monitor.Run(n.ctx)
 	}()
+	// NSQ's start-up lines, word for word: test harnesses (gnsq's, for
+	// one) find the ports of an nsqd started on port 0 by reading them.
+	n.log.Info("TCP: listening on " + n.tcpListener.Addr().String())
 	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()
@@ -183,7 +186,7 @@ func (n *NSQD) Start() error {
 		if n.opts.TLSRequired == TLSRequired {
 			n.httpServer.Handler = tlsRequiredHandler(n.httpsPort)
 		}
-		n.log.Info("HTTP listening", "addr", n.httpListener.Addr().String())
+		n.log.Info("HTTP: listening on " + n.httpListener.Addr().String())
 		n.wg.Add(1)
 		go func() {
 			defer n.wg.Done()
@@ -194,7 +197,7 @@ func (n *NSQD) Start() error {
 	}
 	if n.httpsListener != nil {
 		n.httpsServer = newHTTPServer(n)
-		n.log.Info("HTTPS listening", "addr", n.httpsListener.Addr().String())
+		n.log.Info("HTTPS: listening on " + n.httpsListener.Addr().String())
 		n.wg.Add(1)
 		go func() {
 			defer n.wg.Done()
@@ -463,21 +466,20 @@ func (n *NSQD) publish(t *Topic, bodies [][]byte, deferFor time.Duration) error 
 	if err := n.guard.checkPublish(); err != nil {
 		return err
 	}
-	start := n.ids.reserve(len(bodies))
+	// one clock read and one ID reservation for the batch
 	now := time.Now().UnixNano()
+	start := n.ids.reserveAt(now, len(bodies))
 	var due int64
 	if deferFor > 0 {
 		due = now + int64(deferFor)
 	}
-	msgs := make([]*Message, len(bodies))
-	backing := make([]Message, len(bodies)) // one allocation for the batch
+	msgs := newBatch(len(bodies))
 	for i, b := range bodies {
-		m := &backing[i]
+		m := msgs[i]
 		m.ID = n.ids.id(start + uint64(i))
 		m.Body = b
 		m.Timestamp = now
 		m.deferUntil = due
-		msgs[i] = m
 	}
 	if err := t.Put(msgs); err != nil {
 		n.setHealth(err)

@@ -38,14 +38,14 @@ type bodyKind uint8
 
 const (
 	noBodyFollows      bodyKind = iota
-	lengthPrefixedBody          // [int32 n][n bytes]
-	mpubParts                   // [int32 total][int32 count]( [int32 n][n bytes] )*
+	lengthPrefixedBody          // [int32 n][n bytes] (MPUB's n bytes hold its parts)
 )
 
 // commandSpec is one row of the protocol table: everything about a command
 // that is checked before its handler runs, in NSQ's order: state, parameter
 // count, parameter validation (check), then the body read and its limits.
 type commandSpec struct {
+	name      string // the table key, set by init
 	states    stateSet
 	minParams int // not counting the command name
 	paramsMsg string
@@ -54,7 +54,10 @@ type commandSpec struct {
 	check    func(c *client, params [][]byte) error
 	body     bodyKind
 	bodyCode string                 // error code for body problems
+	failCode string                 // error code when the daemon cannot take the body now
 	limit    func(o *Options) int64 // max body (or message) size
+	// arriving, if set, checks a body of the given size as it arrives.
+	arriving func(c *client, size int) bodyCheck
 	run      func(c *client, params [][]byte, body []byte) ([]byte, error)
 }
 
@@ -63,8 +66,8 @@ func maxBodySize(o *Options) int64 { return o.MaxBodySize }
 
 // commands is the protocol V2 table (PROTOCOL.md §D.3).
 var commands = map[string]*commandSpec{
-	"IDENTIFY": {states: inInit, body: lengthPrefixedBody, bodyCode: "E_BAD_BODY", limit: maxBodySize, run: (*client).identify},
-	"AUTH":     {states: inInit, check: checkAuthParams, body: lengthPrefixedBody, bodyCode: "E_BAD_BODY", limit: maxBodySize, run: (*client).auth},
+	"IDENTIFY": {states: inInit, body: lengthPrefixedBody, bodyCode: "E_BAD_BODY", failCode: "E_IDENTIFY_FAILED", limit: maxBodySize, run: (*client).identify},
+	"AUTH":     {states: inInit, check: checkAuthParams, body: lengthPrefixedBody, bodyCode: "E_BAD_BODY", failCode: "E_AUTH_FAILED", limit: maxBodySize, run: (*client).auth},
 	"SUB":      {states: inInit, minParams: 2, paramsMsg: "insufficient number of parameters", run: (*client).subscribe},
 	"RDY":      {states: inSubscribed, silentIn: inClosing, run: (*client).ready},
 	"FIN":      {states: inSubscribed | inClosing, minParams: 1, paramsMsg: "insufficient number of params", check: checkMsgID, run: (*client).finish},
@@ -73,11 +76,18 @@ var commands = map[string]*commandSpec{
 	"CLS":      {states: inSubscribed, run: (*client).startClose},
 	"NOP":      {states: inAny, run: func(*client, [][]byte, []byte) ([]byte, error) { return nil, nil }},
 	"PUB": {states: inAny, minParams: 1, paramsMsg: "insufficient number of parameters", check: checkTopic,
-		body: lengthPrefixedBody, bodyCode: "E_BAD_MESSAGE", limit: maxMsgSize, run: (*client).pub},
+		body: lengthPrefixedBody, bodyCode: "E_BAD_MESSAGE", failCode: "E_PUB_FAILED", limit: maxMsgSize, run: (*client).pub},
 	"DPUB": {states: inAny, minParams: 2, paramsMsg: "insufficient number of parameters", check: checkDPUB,
-		body: lengthPrefixedBody, bodyCode: "E_BAD_MESSAGE", limit: maxMsgSize, run: (*client).dpub},
+		body: lengthPrefixedBody, bodyCode: "E_BAD_MESSAGE", failCode: "E_DPUB_FAILED", limit: maxMsgSize, run: (*client).dpub},
 	"MPUB": {states: inAny, minParams: 1, paramsMsg: "insufficient number of parameters", check: checkMPUB,
-		body: mpubParts, bodyCode: "E_BAD_BODY", limit: maxBodySize, run: (*client).mpub},
+		body: lengthPrefixedBody, bodyCode: "E_BAD_BODY", failCode: "E_MPUB_FAILED", limit: maxBodySize,
+		arriving: (*client).mpubArriving, run: (*client).mpub},
+}
+
+func init() {
+	for name, spec := range commands {
+		spec.name = name
+	}
 }
 
 // maxParams bounds how many space-separated parameters a line may have.
@@ -103,8 +113,7 @@ func (c *client) ioLoop() {
 		resp, err := c.exec(params)
 		if err != nil {
 			c.sendError(err)
-			var fatal *wire.FatalClientErr
-			if errors.As(err, &fatal) || !isClientErr(err) {
+			if isFatalClientErr(err) || !isClientErr(err) {
 				return
 			}
 			continue
@@ -132,6 +141,13 @@ func (c *client) armReadDeadline() {
 	} else {
 		_ = c.conn.SetReadDeadline(time.Time{})
 	}
+}
+
+// isFatalClientErr is errors.As for a *wire.FatalClientErr, in a function
+// of its own so that the target escapes to the heap only when called.
+func isFatalClientErr(err error) bool {
+	var fatal *wire.FatalClientErr
+	return errors.As(err, &fatal)
 }
 
 func isClientErr(err error) bool {
@@ -196,14 +212,9 @@ func (c *client) exec(params [][]byte) ([]byte, error) {
 		c.detachParams(params)
 	}
 	var body []byte
-	switch spec.body {
-	case lengthPrefixedBody:
+	if spec.body == lengthPrefixedBody {
 		var err error
-		if body, err = c.readSizedBody(string(name), spec.bodyCode, spec.limit(c.n.opts)); err != nil {
-			return nil, err
-		}
-	case mpubParts:
-		if err := c.readMPUBHeader(spec.limit(c.n.opts)); err != nil {
+		if body, err = c.readSizedBody(spec); err != nil {
 			return nil, err
 		}
 	}
@@ -227,9 +238,11 @@ func (c *client) detachParams(params [][]byte) {
 	}
 }
 
-// readSizedBody reads [int32 n][n bytes] with 1 <= n <= limit into a buffer
-// of exactly n bytes (it may become a message body, shared and retained).
-func (c *client) readSizedBody(cmd, code string, limit int64) ([]byte, error) {
+// readSizedBody reads [int32 n][n bytes] with 1 <= n <= the command's
+// limit into a buffer of exactly n bytes (it may become a message body,
+// shared and retained), which grows as the bytes arrive (body.go).
+func (c *client) readSizedBody(spec *commandSpec) ([]byte, error) {
+	cmd, code, limit := spec.name, spec.bodyCode, spec.limit(c.n.opts)
 	what := "body"
 	if code == "E_BAD_MESSAGE" {
 		what = "message body"
@@ -247,11 +260,20 @@ func (c *client) readSizedBody(cmd, code string, limit int64) ([]byte, error) {
 		}
 		return nil, wire.NewFatalClientErr(code, "%s body too big %d > %d", cmd, size, limit)
 	}
-	body := make([]byte, size)
-	if _, err := io.ReadFull(c.reader, body); err != nil {
-		return nil, wire.NewFatalClientErr(code, "%s failed to read %s", cmd, what)
+	var check bodyCheck
+	if spec.arriving != nil {
+		check = spec.arriving(c, int(size))
 	}
-	return body, nil
+	body, err := readBody(c.n.ctx, c.reader, int64(size), limit, c.n.guard.bodies, check)
+	switch {
+	case err == nil:
+		return body, nil
+	case isFatalClientErr(err):
+		return nil, err
+	case errors.Is(err, errBodyBudget):
+		return nil, wire.NewFatalClientErr(spec.failCode, "%s failed: %s", cmd, err)
+	}
+	return nil, wire.NewFatalClientErr(code, "%s failed to read %s", cmd, what)
 }
 
 func checkTopic(c *client, params [][]byte) error {
@@ -396,18 +418,38 @@ func (c *client) subscribe(params [][]byte, _ []byte) ([]byte, error) {
 }
 
 func (c *client) pub(params [][]byte, body []byte) ([]byte, error) {
-	if err := c.checkAuth("PUB", string(params[1]), ""); err != nil {
+	topic := c.pubTopic(params[1])
+	if err := c.checkAuth("PUB", topic, ""); err != nil {
 		return nil, err
 	}
-	return c.publish("PUB", "E_PUB_FAILED", string(params[1]), [][]byte{body}, 0)
+	return c.publishOne("PUB", "E_PUB_FAILED", topic, body, 0)
 }
 
 func (c *client) dpub(params [][]byte, body []byte) ([]byte, error) {
-	if err := c.checkAuth("DPUB", string(params[1]), ""); err != nil {
+	topic := c.pubTopic(params[1])
+	if err := c.checkAuth("DPUB", topic, ""); err != nil {
 		return nil, err
 	}
 	ms, _ := strconv.ParseInt(string(params[2]), 10, 64) // checked by checkDPUB
-	return c.publish("DPUB", "E_DPUB_FAILED", string(params[1]), [][]byte{body}, time.Duration(ms)*time.Millisecond)
+	return c.publishOne("DPUB", "E_DPUB_FAILED", topic, body, time.Duration(ms)*time.Millisecond)
+}
+
+// pubTopic is the topic parameter p as a string, the same string as last
+// time when p names the same topic: a producer mostly publishes to one
+// topic, and converting it anew would allocate on every command.
+func (c *client) pubTopic(p []byte) string {
+	if string(p) != c.lastPubTopic {
+		c.lastPubTopic = string(p)
+	}
+	return c.lastPubTopic
+}
+
+// publishOne publishes a single body without allocating a slice for it.
+func (c *client) publishOne(cmd, code, topicName string, body []byte, deferFor time.Duration) ([]byte, error) {
+	c.oneBody[0] = body
+	resp, err := c.publish(cmd, code, topicName, c.oneBody[:], deferFor)
+	c.oneBody[0] = nil // the message holds the body now; don't pin it here
+	return resp, err
 }
 
 func (c *client) publish(cmd, code, topicName string, bodies [][]byte, deferFor time.Duration) ([]byte, error) {
@@ -432,74 +474,25 @@ func (c *client) publish(cmd, code, topicName string, bodies [][]byte, deferFor 
 	return wire.OK, nil
 }
 
-// readMPUBHeader reads and range-checks the declared total size; parts are
-// read by mpub itself so each body gets its own exact-size buffer.
-func (c *client) readMPUBHeader(limit int64) error {
-	size, err := wire.ReadSize(c.reader)
-	if err != nil {
-		return wire.NewFatalClientErr("E_BAD_BODY", "MPUB failed to read body size")
-	}
-	if size <= 0 {
-		return wire.NewFatalClientErr("E_BAD_BODY", "MPUB invalid body size %d", size)
-	}
-	if int64(size) > limit {
-		return wire.NewFatalClientErr("E_BAD_BODY", "MPUB body too big %d > %d", size, limit)
-	}
-	return nil
+func (c *client) mpubLimits() bodyLimits {
+	return bodyLimits{c.n.opts.MaxBodySize, c.n.opts.MaxMsgSize}
+}
+
+// mpubArriving checks an MPUB body's part headers as they arrive, with
+// the connection's one walk (one MPUB is read at a time).
+func (c *client) mpubArriving(size int) bodyCheck {
+	c.mpubWalk = mpubWalk{lim: c.mpubLimits(), cmd: "MPUB", end: size}
+	return &c.mpubWalk
 }
 
 // mpub parses every part before it creates the topic or queues anything
 // (PROTOCOL.md §K), so a bad body changes nothing.
-func (c *client) mpub(params [][]byte, _ []byte) ([]byte, error) {
-	topicName := string(params[1])
-	bodies, err := readMPUBParts(c.reader, c.n.opts.MaxBodySize, c.n.opts.MaxMsgSize, "MPUB", true)
+func (c *client) mpub(params [][]byte, body []byte) ([]byte, error) {
+	parts, err := splitMPUB(body, c.mpubLimits(), "MPUB")
 	if err != nil {
 		return nil, err
 	}
-	return c.publish("MPUB", "E_MPUB_FAILED", topicName, bodies, 0)
-}
-
-// readMPUBParts reads [int32 count] then count sized parts. It is shared
-// with HTTP /mpub?binary=true; tcp selects fatal TCP errors.
-func readMPUBParts(r io.Reader, maxBody, maxMsg int64, cmd string, tcp bool) ([][]byte, error) {
-	fail := func(code, format string, args ...any) error {
-		return wire.NewFatalClientErr(code, format, args...)
-	}
-	count, err := wire.ReadSize(r)
-	if err != nil {
-		return nil, fail("E_BAD_BODY", "%s failed to read message count", cmd)
-	}
-	maxCount := (maxBody - 4) / 5
-	if count <= 0 || int64(count) > maxCount {
-		return nil, fail("E_BAD_BODY", "%s invalid message count %d", cmd, count)
-	}
-	// The count is only a claim until the parts arrive: don't let a
-	// 12-byte header reserve megabytes.
-	bodies := make([][]byte, 0, min(int(count), 1024))
-	var total int64
-	for i := int32(0); i < count; i++ {
-		size, err := wire.ReadSize(r)
-		if err != nil {
-			return nil, fail("E_BAD_MESSAGE", "%s failed to read message(%d) body size", cmd, i)
-		}
-		if size <= 0 {
-			return nil, fail("E_BAD_MESSAGE", "%s invalid message(%d) body size %d", cmd, i, size)
-		}
-		if int64(size) > maxMsg {
-			return nil, fail("E_BAD_MESSAGE", "%s message too big %d > %d", cmd, size, maxMsg)
-		}
-		total += int64(size) + 4
-		if total > maxBody {
-			return nil, fail("E_BAD_BODY", "%s body too big %d > %d", cmd, total, maxBody)
-		}
-		b := make([]byte, size)
-		if _, err := io.ReadFull(r, b); err != nil {
-			return nil, fail("E_BAD_MESSAGE", "%s failed to read message body", cmd)
-		}
-		bodies = append(bodies, b)
-	}
-	_ = tcp
-	return bodies, nil
+	return c.publish("MPUB", "E_MPUB_FAILED", c.pubTopic(params[1]), packBodies(parts, body), 0)
 }
 
 // cleanup runs when the read loop ends.

@@ -1,9 +1,7 @@
 package nsqd
 
 import (
-	"context"
 	"fmt"
-	"io"
 	"testing"
 )
 
@@ -15,16 +13,7 @@ import (
 //	go test -run XXX -bench Publish -benchmem ./nsqd/
 func benchmarkPublish(b *testing.B, channels int) {
 	const batch = 200
-	o := NewOptions()
-	o.TCPAddress, o.HTTPAddress = "127.0.0.1:0", ""
-	o.DataPath = b.TempDir()
-	o.LogOutput = io.Discard
-	o.MemQueueSize = 1 << 20
-	n, err := New(o)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer n.Shutdown(context.Background())
+	n := newBenchDaemon(b)
 	t, err := n.GetTopic("bench")
 	if err != nil {
 		b.Fatal(err)

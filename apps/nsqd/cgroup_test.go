@@ -135,6 +135,35 @@ func buildNSQD(t testing.TB) string {
 	return bin
 }
 
+// cgroupNSQD is an nsqd binary running in a memory cgroup.
+type cgroupNSQD struct {
+	cmd       *exec.Cmd
+	tcp, http string
+	exited    <-chan error
+}
+
+// startNSQDInCgroup runs the nsqd binary in cg on free loopback ports with
+// a soft limit of 50% and the extra flags, and returns once /ping answers.
+func startNSQDInCgroup(t *testing.T, cg *memoryCgroup, flags ...string) *cgroupNSQD {
+	t.Helper()
+	bin := buildNSQD(t)
+	tcpAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	httpAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	logFile := filepath.Join(t.TempDir(), "nsqd.log")
+	script := fmt.Sprintf("echo $$ > %s && exec %s --tcp-address=%s --http-address=%s --data-path=%s --mem-soft-limit=50%% --log-level=info %s > %s 2>&1",
+		cg.procs, bin, tcpAddr, httpAddr, t.TempDir(), strings.Join(flags, " "), logFile)
+	cmd := exec.Command("sh", "-c", script)
+	exited := startCmd(t, cmd)
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		if b, err := os.ReadFile(logFile); err == nil && t.Failed() {
+			t.Logf("nsqd log:\n%s", tail(string(b), 40))
+		}
+	})
+	waitHTTP(t, "http://"+httpAddr+"/ping", exited)
+	return &cgroupNSQD{cmd: cmd, tcp: tcpAddr, http: httpAddr, exited: exited}
+}
+
 // TestMemoryCgroupFlood runs nsqd in a 256 MB memory cgroup and floods it
 // with 2 GB of publishes while a slow consumer holds messages in flight for
 // a while before finishing them. nsqd must not be OOM-killed, must refuse
@@ -154,22 +183,8 @@ func TestMemoryCgroupFlood(t *testing.T) {
 		hold      = 500 * time.Millisecond
 	)
 	cg := newMemoryCgroup(t, limit)
-	bin := buildNSQD(t)
-	tcpPort, httpPort := freePort(t), freePort(t)
-	tcpAddr := fmt.Sprintf("127.0.0.1:%d", tcpPort)
-	httpAddr := fmt.Sprintf("127.0.0.1:%d", httpPort)
-	logFile := filepath.Join(t.TempDir(), "nsqd.log")
-	script := fmt.Sprintf("echo $$ > %s && exec %s --tcp-address=%s --http-address=%s --data-path=%s --mem-soft-limit=50%% --log-level=info > %s 2>&1",
-		cg.procs, bin, tcpAddr, httpAddr, t.TempDir(), logFile)
-	cmd := exec.Command("sh", "-c", script)
-	exited := startCmd(t, cmd)
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		if b, err := os.ReadFile(logFile); err == nil && t.Failed() {
-			t.Logf("nsqd log:\n%s", tail(string(b), 40))
-		}
-	})
-	waitHTTP(t, "http://"+httpAddr+"/ping", exited)
+	d := startNSQDInCgroup(t, cg)
+	tcpAddr, exited := d.tcp, d.exited
 
 	// The slow consumer: RDY 2500, each message finished only after hold.
 	var seen sync.Map
@@ -290,7 +305,7 @@ func TestMemoryCgroupFlood(t *testing.T) {
 	if acceptedAfterRefusal.Load() == 0 {
 		t.Errorf("no publish was accepted after the first refusal")
 	}
-	sigterm(t, cmd, exited)
+	sigterm(t, d.cmd, exited)
 }
 
 func waitHTTP(t testing.TB, url string, exited <-chan error) {

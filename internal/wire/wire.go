@@ -3,7 +3,9 @@
 package wire
 
 import (
+	"bufio"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 )
@@ -52,8 +54,22 @@ func WriteV1Response(w io.Writer, data []byte) error {
 	return err
 }
 
-// ReadSize reads a big-endian int32 length prefix.
+// ReadSize reads a big-endian int32 length prefix. From a *bufio.Reader
+// (every connection's) it reads in place, without the allocation that a
+// buffer handed to an io.Reader costs.
 func ReadSize(r io.Reader) (int32, error) {
+	if br, ok := r.(*bufio.Reader); ok {
+		b, err := br.Peek(4)
+		if err != nil {
+			if len(b) > 0 && errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return 0, err
+		}
+		v := binary.BigEndian.Uint32(b)
+		_, _ = br.Discard(4)
+		return int32(v), nil
+	}
 	var b [4]byte
 	if _, err := io.ReadFull(r, b[:]); err != nil {
 		return 0, err

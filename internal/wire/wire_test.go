@@ -1,7 +1,9 @@
 package wire
 
 import (
+	"bufio"
 	"bytes"
+	"errors"
 	"testing"
 )
 
@@ -36,5 +38,27 @@ func TestErrorText(t *testing.T) {
 	}
 	if got := NewClientErr("E_FIN_FAILED", "x").Error(); got != "E_FIN_FAILED x" {
 		t.Fatal(got)
+	}
+}
+
+// TestReadSizeBuffered: from a bufio.Reader a size is read in place,
+// without allocating, with the same results as from any reader.
+func TestReadSizeBuffered(t *testing.T) {
+	for _, in := range [][]byte{{0, 0, 0, 7, 'x'}, {0x80, 0, 0, 1}, {0, 0}, {}} {
+		want, werr := ReadSize(bytes.NewReader(in))
+		br := bufio.NewReader(bytes.NewReader(in))
+		got, gerr := ReadSize(br)
+		if got != want || (gerr == nil) != (werr == nil) || (werr != nil && !errors.Is(gerr, werr)) {
+			t.Errorf("%v: buffered %d, %v; plain %d, %v", in, got, gerr, want, werr)
+		}
+	}
+	stream := bytes.Repeat([]byte{0, 0, 1, 0}, 1000)
+	br := bufio.NewReader(bytes.NewReader(stream))
+	if allocs := testing.AllocsPerRun(100, func() {
+		if n, err := ReadSize(br); err != nil || n != 256 {
+			t.Fatalf("ReadSize = %d, %v", n, err)
+		}
+	}); allocs != 0 {
+		t.Fatalf("%v allocations per ReadSize from a bufio.Reader", allocs)
 	}
 }

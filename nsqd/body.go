@@ -1,0 +1,288 @@
+package nsqd
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"io"
+
+	"github.com/nsqgo/nsq/internal/wire"
+)
+
+// Bodies whose size the peer declares: PUB, DPUB, MPUB, IDENTIFY and AUTH
+// over TCP, /pub and /mpub over HTTP (Content-Length). A declared size is
+// only a claim until the bytes arrive, so a body is read into memory that
+// grows with what has arrived: nothing is allocated before its first byte
+// is there (where the source can tell), and a body holds at most twice
+// what has arrived or bodyChunk, whichever is more. What unfinished bodies
+// hold is reserved from the daemon-wide budget in memguard.go, so clients
+// that announce bodies and send them slowly, or never, cannot exhaust
+// memory. A body that has arrived whole before it is read (the common
+// case: a small PUB or MPUB in the connection's read buffer) is never
+// unfinished and takes one exact allocation without touching the budget.
+//
+// A body of at most smallBody bytes is left out of the budget: it costs
+// less than the buffers every connection has anyway, and so small
+// publishes are served even while large unfinished bodies use the budget.
+const (
+	bodyChunk = 64 << 10
+	smallBody = 4 << 10
+)
+
+// errBodyTooBig: a body of undeclared length went past its limit.
+var errBodyTooBig = errors.New("body too big")
+
+// peeker is a source that can wait for bytes without consuming them and
+// say how many it holds (the connection's bufio.Reader).
+type peeker interface {
+	Peek(n int) ([]byte, error)
+	Buffered() int
+}
+
+// readBody reads a body from r. With size >= 0 it is exactly size bytes
+// (the caller checked size against its limit); with size < 0 it is
+// everything up to EOF, at most limit bytes, else errBodyTooBig. The
+// result has no spare capacity: it may become a message body and live
+// long. Waiting for budget ends with ctx. While the body arrives in
+// pieces, check (if not nil) sees it; its errors are returned as they are.
+func readBody(ctx context.Context, r io.Reader, size, limit int64, budget *bodyBudget, check bodyCheck) ([]byte, error) {
+	p, canPeek := r.(peeker)
+	if canPeek && size >= 0 && size <= int64(p.Buffered()) {
+		body := make([]byte, size)
+		_, err := io.ReadFull(r, body)
+		return body, err
+	}
+	want := size
+	if size < 0 {
+		want = limit + 1 // one more than allowed tells "too big" from "just fits"
+	}
+	budget.count.Add(1)
+	var held int64
+	defer func() {
+		budget.release(held)
+		budget.count.Add(-1)
+	}()
+	var buf []byte
+	for int64(len(buf)) < want {
+		if len(buf) == cap(buf) {
+			next := min(want, max(2*int64(len(buf)), bodyChunk))
+			if cap(buf) == 0 {
+				if canPeek {
+					// allocate only once the body has begun to arrive
+					if _, err := p.Peek(1); err != nil {
+						return nil, cutShort(check, buf, eofIsUnexpected(err, want))
+					}
+				} else {
+					next = min(want, smallBody)
+				}
+			}
+			if next > smallBody {
+				if err := budget.acquire(ctx, next-held); err != nil {
+					return nil, err
+				}
+				held = next
+			}
+			grown := make([]byte, len(buf), next)
+			copy(grown, buf)
+			buf = grown
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if check != nil && n > 0 {
+			if err := check.arrived(buf); err != nil {
+				return nil, err
+			}
+		}
+		if errors.Is(err, io.EOF) && size < 0 {
+			break
+		}
+		if err != nil && int64(len(buf)) < want {
+			return nil, cutShort(check, buf, eofIsUnexpected(err, want))
+		}
+	}
+	if size < 0 {
+		if int64(len(buf)) > limit {
+			return nil, errBodyTooBig
+		}
+		if cap(buf) > len(buf) {
+			buf = append(make([]byte, 0, len(buf)), buf...)
+		}
+	}
+	return buf, nil
+}
+
+// bodyCheck sees a body as it arrives, so that a bad one is refused
+// before the rest of it is waited for.
+type bodyCheck interface {
+	// arrived is called with all that has arrived so far.
+	arrived(b []byte) error
+	// cut is called when the input ends after b; nil leaves the read
+	// error to the caller.
+	cut(b []byte) error
+}
+
+// cutShort is the error for a body whose input ended early.
+func cutShort(check bodyCheck, b []byte, err error) error {
+	if check != nil {
+		if cerr := check.cut(b); cerr != nil {
+			return cerr
+		}
+	}
+	return err
+}
+
+func eofIsUnexpected(err error, want int64) error {
+	if errors.Is(err, io.EOF) && want > 0 {
+		return io.ErrUnexpectedEOF
+	}
+	return err
+}
+
+// slabMax bounds what one published body can keep alive besides itself.
+// The bodies of an MPUB (or HTTP /mpub) share allocations of at most
+// slabMax bytes: one read and one allocation for a small batch instead of
+// one each, while a message that outlives the rest of its batch (a
+// requeue, a slow channel) pins at most slabMax bytes, not the whole 5 MB
+// request it came in.
+const slabMax = 64 << 10
+
+// packBodies makes parts, which alias src, fit to be kept: when src is at
+// most slabMax they keep sharing it (each clipped to its own bytes);
+// otherwise they are copied into slabs of at most slabMax, a part larger
+// than half a slab into an allocation of its own.
+func packBodies(parts [][]byte, src []byte) [][]byte { return packInSlabs(parts, src, slabMax) }
+
+func packInSlabs(parts [][]byte, src []byte, slabMax int) [][]byte {
+	if len(src) <= slabMax {
+		for i, p := range parts {
+			parts[i] = p[:len(p):len(p)]
+		}
+		return parts
+	}
+	var smallLeft int
+	for _, p := range parts {
+		if len(p) <= slabMax/2 {
+			smallLeft += len(p)
+		}
+	}
+	var slab []byte
+	for i, p := range parts {
+		if len(p) > slabMax/2 {
+			parts[i] = append(make([]byte, 0, len(p)), p...)
+			continue
+		}
+		if cap(slab)-len(slab) < len(p) {
+			slab = make([]byte, 0, min(slabMax, smallLeft))
+		}
+		start := len(slab)
+		slab = append(slab, p...)
+		parts[i] = slab[start:len(slab):len(slab)]
+		smallLeft -= len(p)
+	}
+	return parts
+}
+
+// bodyLimits are the checks an MPUB body's parts must pass.
+type bodyLimits struct {
+	maxBody, maxMsg int64
+}
+
+// mpubWalk validates an MPUB body,
+//
+//	[int32 count] count × ([int32 size][size bytes])
+//
+// with count in 1..(maxBody-4)/5 and each size in 1..maxMsg, as far as its
+// bytes have arrived, and resumes where it stopped when more arrive: a bad
+// header is refused as soon as it is read, as NSQ does, not after the rest
+// of a large body. A part that claims more bytes than the declared body
+// has left is refused at once: the declared size is where the command
+// ends, never read past. Bytes after the last part are ignored, as HTTP
+// /mpub does. Errors are fatal protocol errors in NSQ's codes and texts.
+type mpubWalk struct {
+	lim   bodyLimits
+	cmd   string
+	end   int   // declared body size
+	eof   bool  // no more bytes will come: what is missing is an error
+	off   int   // first byte not walked yet
+	count int32 // 0 until read
+	i     int32 // parts walked
+	total int64 // NSQ's running size: each part's size + 4
+}
+
+func (w *mpubWalk) arrived(b []byte) error { return w.advance(b, nil) }
+
+// cut gives NSQ's error for an MPUB stream that ended after b.
+func (w *mpubWalk) cut(b []byte) error {
+	w.eof = true
+	return w.advance(b, nil)
+}
+
+// advance walks b, the body's first len(b) bytes, from where the last call
+// stopped, calling part (if not nil) for each whole part.
+func (w *mpubWalk) advance(b []byte, part func([]byte)) error {
+	complete := w.eof || len(b) >= w.end
+	if w.count == 0 {
+		if len(b) < 4 {
+			if complete {
+				return wire.NewFatalClientErr("E_BAD_BODY", "%s failed to read message count", w.cmd)
+			}
+			return nil
+		}
+		w.count = int32(binary.BigEndian.Uint32(b))
+		w.off = 4
+		if w.count <= 0 || int64(w.count) > (w.lim.maxBody-4)/5 {
+			return wire.NewFatalClientErr("E_BAD_BODY", "%s invalid message count %d", w.cmd, w.count)
+		}
+	}
+	for ; w.i < w.count; w.i++ {
+		if len(b)-w.off < 4 {
+			if complete {
+				return wire.NewFatalClientErr("E_BAD_MESSAGE", "%s failed to read message(%d) body size", w.cmd, w.i)
+			}
+			return nil
+		}
+		size := int32(binary.BigEndian.Uint32(b[w.off:]))
+		if size <= 0 {
+			return wire.NewFatalClientErr("E_BAD_MESSAGE", "%s invalid message(%d) body size %d", w.cmd, w.i, size)
+		}
+		if int64(size) > w.lim.maxMsg {
+			return wire.NewFatalClientErr("E_BAD_MESSAGE", "%s message too big %d > %d", w.cmd, size, w.lim.maxMsg)
+		}
+		if w.total+int64(size)+4 > w.lim.maxBody {
+			return wire.NewFatalClientErr("E_BAD_BODY", "%s body too big %d > %d", w.cmd, w.total+int64(size)+4, w.lim.maxBody)
+		}
+		if left := w.end - w.off - 4; int(size) > left {
+			return wire.NewFatalClientErr("E_BAD_MESSAGE", "%s message(%d) body size %d overruns the body (%d bytes left)", w.cmd, w.i, size, left)
+		}
+		if len(b)-w.off-4 < int(size) {
+			if complete {
+				return wire.NewFatalClientErr("E_BAD_MESSAGE", "%s failed to read message body", w.cmd)
+			}
+			return nil // the part has not arrived whole yet
+		}
+		if part != nil {
+			part(b[w.off+4 : w.off+4+int(size)])
+		}
+		w.total += int64(size) + 4
+		w.off += 4 + int(size)
+	}
+	return nil
+}
+
+// splitMPUB parses an MPUB body held whole in memory into parts that alias
+// it (see mpubWalk for the rules).
+func splitMPUB(body []byte, lim bodyLimits, cmd string) ([][]byte, error) {
+	w := mpubWalk{lim: lim, cmd: cmd, end: len(body)}
+	var parts [][]byte
+	err := w.advance(body, func(p []byte) {
+		if parts == nil {
+			// The count is only a claim: every part takes at least 5 bytes.
+			parts = make([][]byte, 0, min(int(w.count), len(body)/5))
+		}
+		parts = append(parts, p)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return parts, nil
+}

@@ -1,0 +1,197 @@
+package nsqd
+
+import (
+	"net/http"
+	"regexp"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+)
+
+// startDaemonWith is startDaemon with a chance to adjust the daemon
+// between New and Start (before any of its goroutines runs).
+func startDaemonWith(t *testing.T, o *Options, adjust func(*NSQD)) *testDaemon {
+	t.Helper()
+	n, err := New(o)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	adjust(n)
+	if err := n.Start(); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	d := &testDaemon{NSQD: n, t: t, tcp: n.TCPAddr().String(), http: n.HTTPAddr().String()}
+	t.Cleanup(func() { d.stop() })
+	return d
+}
+
+// liveHeap is the heap in use after a collection.
+func liveHeap() uint64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
+}
+
+// TestDeclaredBodiesAllocateNothingUntilSent: issue 16 item 2. Hundreds of
+// connections that announce 5 MB bodies (IDENTIFY, PUB, DPUB, MPUB) and
+// send nothing more hold no body memory: the heap does not grow by their
+// declared sizes, the unfinished-body budget is untouched, and other
+// clients publish as usual.
+func TestDeclaredBodiesAllocateNothingUntilSent(t *testing.T) {
+	const idle, size = 200, 5 << 20
+	o := testOptions(t)
+	o.MaxMsgSize = size
+	d := startDaemon(t, o)
+	before := liveHeap()
+	commands := []string{"IDENTIFY", "PUB idle", "DPUB idle 10", "MPUB idle"}
+	for i := range idle {
+		c := dialRaw(t, d.tcp)
+		c.write(v2Cat(v2Line(commands[i%len(commands)]), v2Int(size)))
+	}
+	waitFor(t, "every idle connection to wait for its body", 10*time.Second, func() bool {
+		return d.guard.bodies.count.Load() == idle
+	})
+	if grew := int64(liveHeap()) - int64(before); grew > 64<<20 {
+		t.Errorf("heap grew by %d MB for %d bodies that never arrived", grew>>20, idle)
+	}
+	if held := d.guard.bodies.held.Load(); held != 0 {
+		t.Errorf("unfinished bodies hold %d bytes before any byte of them arrived", held)
+	}
+	p := newProducer(t, d.tcp)
+	if err := p.Publish("others", []byte("still served")); err != nil {
+		t.Fatalf("publish beside idle bodies: %v", err)
+	}
+	if code, body := d.do("POST", "/pub?topic=others", "over http"); code != http.StatusOK {
+		t.Fatalf("HTTP /pub beside idle bodies: %d %s", code, body)
+	}
+}
+
+// TestPartialBodyHoldsWhatArrived: a connection that sends 1 MB of a 5 MB
+// body and stops holds about what it sent (at most twice), not 5 MB.
+func TestPartialBodyHoldsWhatArrived(t *testing.T) {
+	const size, sent = 5 << 20, 1 << 20
+	o := testOptions(t)
+	o.MaxMsgSize = size
+	d := startDaemon(t, o)
+	c := dialRaw(t, d.tcp)
+	c.write(v2Cat(v2Line("PUB partial"), v2Int(size), make([]byte, sent)))
+	waitFor(t, "the sent part to be read", 10*time.Second, func() bool {
+		return d.guard.bodies.held.Load() >= sent
+	})
+	if held := d.guard.bodies.held.Load(); held > 2*sent+bodyChunk {
+		t.Fatalf("a body with %d of %d bytes arrived holds %d bytes", sent, size, held)
+	}
+	if info := d.guard.info(); info.UnfinishedBodies != 1 || info.UnfinishedBodyBytes != d.guard.bodies.held.Load() {
+		t.Fatalf("memory info %+v", info)
+	}
+	c.conn.Close()
+	waitFor(t, "the abandoned body to be released", 10*time.Second, func() bool {
+		return d.guard.bodies.held.Load() == 0 && d.guard.bodies.count.Load() == 0
+	})
+}
+
+// TestUnfinishedBodyBudget: when unfinished bodies use the whole budget, a
+// further large body waits a bounded time and is refused with a clear
+// error (TCP: fatal E_MPUB_FAILED; HTTP: 503), while small publishes go
+// on; once a body is released the next one fits.
+func TestUnfinishedBodyBudget(t *testing.T) {
+	const budget, body = 4 << 20, 1 << 20
+	o := testOptions(t)
+	o.MaxBodySize = body
+	d := startDaemonWith(t, o, func(n *NSQD) { n.guard.bodies = newBodyBudget(budget, 200*time.Millisecond) })
+	// [body size][count 1][part size] and most of the part
+	hog := func() *rawClient {
+		c := dialRaw(t, d.tcp)
+		c.write(v2Cat(v2Line("MPUB hog"), v2Int(body), v2Int(1), v2Int(body-8), make([]byte, body/2)))
+		return c
+	}
+	var hogs []*rawClient
+	for range budget / body {
+		hogs = append(hogs, hog())
+	}
+	waitFor(t, "the hogs to fill the budget", 10*time.Second, func() bool {
+		return d.guard.bodies.held.Load() == budget
+	})
+
+	late := hog()
+	typ, msg := late.frame()
+	if typ != 1 || !strings.HasPrefix(msg, "E_MPUB_FAILED MPUB failed: unfinished message bodies use the daemon's memory budget") {
+		t.Fatalf("late body: frame %d %q", typ, msg)
+	}
+	if _, _, err := late.readFrame(); err == nil {
+		t.Fatal("connection still open after the refusal")
+	}
+	if code, msg := d.do("POST", "/pub?topic=others", strings.Repeat("x", 100<<10)); code != http.StatusServiceUnavailable ||
+		!strings.Contains(msg, "BODY_BUDGET_EXCEEDED") {
+		t.Fatalf("HTTP /pub of 100 KB with the budget used up: %d %s", code, msg)
+	}
+
+	// small bodies are never unfinished long enough to need the budget
+	c := dialRaw(t, d.tcp)
+	c.send("PUB others", []byte("small"))
+	c.expect(0, "OK")
+	if code, msg := d.do("POST", "/pub?topic=others", "small"); code != http.StatusOK {
+		t.Fatalf("small HTTP /pub: %d %s", code, msg)
+	}
+	if st := d.guard.state().String(); st != "normal" {
+		t.Fatalf("memory state %s", st)
+	}
+
+	hogs[0].conn.Close()
+	waitFor(t, "the closed hog's bytes to be released", 10*time.Second, func() bool {
+		return d.guard.bodies.held.Load() <= budget-body
+	})
+	if code, msg := d.do("POST", "/pub?topic=others", strings.Repeat("x", 100<<10)); code != http.StatusOK {
+		t.Fatalf("HTTP /pub of 100 KB after a release: %d %s", code, msg)
+	}
+}
+
+// TestMPUBPartOverrunsBody: issue 16 item 11. A part whose size runs past
+// the MPUB's declared body is refused at once, without waiting for (or
+// eating) the bytes of the next command; bytes after the last part but
+// inside the body are skipped, and the next command is read where the
+// body ends.
+func TestMPUBPartOverrunsBody(t *testing.T) {
+	d := startDaemon(t, testOptions(t))
+	c := dialRaw(t, d.tcp)
+	// body of 10 bytes: count 1, a part of 100 bytes, 2 bytes of it
+	c.write(v2Cat(v2Line("MPUB overrun"), v2Int(10), v2Int(1), v2Int(100), []byte("ab"),
+		v2Line("PUB overrun"), v2Sized([]byte("next command"))))
+	c.expectFatal("E_BAD_MESSAGE MPUB message(0) body size 100 overruns the body (2 bytes left)")
+	if tp, ok := d.GetExistingTopic("overrun"); ok && tp.messageCount.Load() != 0 {
+		t.Fatalf("%d messages published from an overrunning MPUB", tp.messageCount.Load())
+	}
+
+	c = dialRaw(t, d.tcp)
+	c.write(v2Cat(v2Line("MPUB trailing"), v2Int(4+5+4), v2Int(1), v2Sized([]byte("a")), []byte("junk"),
+		v2Line("PUB trailing"), v2Sized([]byte("b"))))
+	c.expect(0, "OK")
+	c.expect(0, "OK")
+	if n := d.topicStats("trailing").MessageCount; n != 2 {
+		t.Fatalf("%d messages on trailing, want 2", n)
+	}
+}
+
+// TestStartupListeningLines: issue 16 item 10. The text log carries NSQ's
+// "TCP: listening on", "HTTP: listening on" and "HTTPS: listening on"
+// lines with the bound addresses, as gnsq's test harness reads them.
+func TestStartupListeningLines(t *testing.T) {
+	var out lockedBuffer
+	o := tlsOptions(t, newTestPKI(t))
+	o.LogFormat, o.LogLevel, o.LogOutput = "text", "info", &out
+	d := startDaemon(t, o)
+	// gnsq's pattern
+	re := regexp.MustCompile(`([A-Z]+): listening on ((?:[0-9]{1,3}\.){3}[0-9]{1,3}:[0-9]+)`)
+	got := map[string]string{}
+	for _, m := range re.FindAllStringSubmatch(out.String(), -1) {
+		got[m[1]] = m[2]
+	}
+	want := map[string]string{"TCP": d.tcp, "HTTP": d.http, "HTTPS": d.HTTPSAddr().String()}
+	for proto, addr := range want {
+		if got[proto] != addr {
+			t.Errorf("%s: logged %q, bound %q; log:\n%s", proto, got[proto], addr, out.String())
+		}
+	}
+}

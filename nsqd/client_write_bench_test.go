@@ -1,10 +1,17 @@
 package nsqd
 
 import (
+	"bufio"
+	"encoding/binary"
+	"fmt"
+	"io"
 	"log/slog"
 	"net"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // benchmarkDeliver measures the queue → socket path of one connection:
@@ -102,3 +109,93 @@ func loopbackPair(tb testing.TB) (server, peer net.Conn) {
 func BenchmarkDeliver200B(b *testing.B)     { benchmarkDeliver(b, 200, 2500) }
 func BenchmarkDeliver20KB(b *testing.B)     { benchmarkDeliver(b, 20<<10, 100) }
 func BenchmarkDeliver200BRdy1(b *testing.B) { benchmarkDeliver(b, 200, 1) }
+
+// BenchmarkFanout1000 publishes 100-byte messages one at a time to a topic
+// with 1,000 channels, each with one consumer over loopback TCP that FINs
+// what it reads (RDY 100): the fan-out scenario of issue 10, in process.
+// One op is one published message, i.e. 1,000 deliveries.
+//
+//	go test -run XXX -bench Fanout1000 -benchtime 2000x ./nsqd/
+func BenchmarkFanout1000(b *testing.B) {
+	const consumers = 1000
+	n := newBenchDaemon(b)
+	if err := n.Start(); err != nil {
+		b.Fatal(err)
+	}
+	topic, err := n.GetTopic("fanout")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var received atomic.Int64
+	var wg sync.WaitGroup
+	conns := make([]net.Conn, consumers)
+	for i := range conns {
+		conn, err := net.Dial("tcp", n.TCPAddr().String())
+		if err != nil {
+			b.Fatal(err)
+		}
+		conns[i] = conn
+		fmt.Fprintf(conn, "  V2SUB fanout c%d\nRDY 100\n", i)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			consumeAndFIN(conn, &received)
+		}()
+	}
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+		wg.Wait()
+	}()
+	for deadline := time.Now().Add(30 * time.Second); len(topic.Channels()) < consumers; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			b.Fatalf("%d of %d consumers subscribed after 30 s", len(topic.Channels()), consumers)
+		}
+	}
+	body := [][]byte{make([]byte, 100)}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if err := n.publish(topic, body, 0); err != nil {
+			b.Fatal(err)
+		}
+		// keep within every consumer's RDY window
+		for int64(i+1-100)*consumers > received.Load() {
+			time.Sleep(50 * time.Microsecond)
+		}
+	}
+	for received.Load() < int64(b.N)*consumers {
+		time.Sleep(50 * time.Microsecond)
+	}
+}
+
+// consumeAndFIN reads frames from a subscribed connection until it fails,
+// counting message frames and FINing each (FINs are written when no more
+// input is buffered).
+func consumeAndFIN(conn net.Conn, received *atomic.Int64) {
+	r := bufio.NewReaderSize(conn, 16<<10)
+	w := bufio.NewWriterSize(conn, 4<<10)
+	var hdr [8]byte
+	data := make([]byte, 0, 1024)
+	for {
+		if r.Buffered() < 8 && w.Flush() != nil {
+			return
+		}
+		if _, err := io.ReadFull(r, hdr[:]); err != nil {
+			return
+		}
+		size := int(binary.BigEndian.Uint32(hdr[:4])) - 4
+		data = slices.Grow(data[:0], size)[:size]
+		if _, err := io.ReadFull(r, data); err != nil {
+			return
+		}
+		if binary.BigEndian.Uint32(hdr[4:]) != 2 {
+			continue
+		}
+		w.WriteString("FIN ")
+		w.Write(data[10:26])
+		w.WriteByte('\n')
+		received.Add(1)
+	}
+}

@@ -15,16 +15,7 @@ import (
 //	go test -run XXX -bench Publish -benchmem ./nsqd/
 func benchmarkPublish(b *testing.B, channels int) {
 	const batch = 200
-	o := NewOptions()
-	o.TCPAddress, o.HTTPAddress = "127.0.0.1:0", ""
-	o.DataPath = b.TempDir()
-	o.LogOutput = io.Discard
-	o.MemQueueSize = 1 << 20
-	n, err := New(o)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer n.Shutdown(context.Background())
+	n := newBenchDaemon(b)
 	t, err := n.GetTopic("bench")
 	if err != nil {
 		b.Fatal(err)
@@ -56,6 +47,23 @@ func benchmarkPublish(b *testing.B, channels int) {
 			b.StartTimer()
 		}
 	}
+}
+
+// newBenchDaemon is a daemon for in-process benchmarks: TCP on an
+// ephemeral port, no HTTP, memory queues of a million messages, no log. It
+// is shut down when b ends; Start it to serve TCP.
+func newBenchDaemon(b *testing.B) *NSQD {
+	o := NewOptions()
+	o.TCPAddress, o.HTTPAddress = "127.0.0.1:0", ""
+	o.DataPath = b.TempDir()
+	o.LogOutput = io.Discard
+	o.MemQueueSize = 1 << 20
+	n, err := New(o)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { n.Shutdown(context.Background()) })
+	return n
 }
 
 func BenchmarkPublish1Channel(b *testing.B)  { benchmarkPublish(b, 1) }

@@ -6,8 +6,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/nsqgo/nsq/internal/wire"
 )
 
 // Client states, as reported in /stats (PROTOCOL.md §D.4).
@@ -77,11 +75,14 @@ type client struct {
 	// writeMu serialises every write to the connection.
 	writeMu sync.Mutex
 	writer  *bufio.Writer
+	// sock is conn as the write side sees it: each write syscall gets its
+	// own deadline (client_write.go).
+	sock *stallConn
 
-	// outMu guards the outbox and writing.
+	// outMu guards the outbox (outHead to outTail) and writing.
 	outMu   sync.Mutex
-	outbox  []outMsg
-	spare   []outMsg
+	outHead *outChunk
+	outTail *outChunk
 	writing bool
 
 	heartbeat    *time.Timer // guarded by writeMu
@@ -98,12 +99,14 @@ func newClient(id int64, n *NSQD, conn net.Conn) *client {
 	if h, _, err := net.SplitHostPort(host); err == nil {
 		host = h
 	}
+	sock := newStallConn(conn, n.opts.ClientTimeout/2)
 	c := &client{
 		id:                id,
 		n:                 n,
 		conn:              conn,
+		sock:              sock,
 		reader:            bufio.NewReaderSize(conn, readBufferSize),
-		writer:            bufio.NewWriterSize(conn, defaultOutputBufferLen),
+		writer:            bufio.NewWriterSize(sock, defaultOutputBufferLen),
 		remoteAddr:        conn.RemoteAddr().String(),
 		connectTS:         time.Now(),
 		clientID:          host,
@@ -119,119 +122,6 @@ func newClient(id int64, n *NSQD, conn net.Conn) *client {
 
 // ID implements Consumer.
 func (c *client) ID() int64 { return c.id }
-
-// outMsg is a message frame waiting to be written: its header encoded at
-// delivery, under the channel lock, because the Message's delivery state
-// (attempts) changes when it is redelivered — possibly while this copy
-// still waits here — and the body, immutable and shared.
-type outMsg struct {
-	hdr  [messageHeaderLen]byte
-	body []byte
-}
-
-// Deliver implements Consumer: queue m and make sure a writer runs.
-func (c *client) Deliver(m *Message) {
-	c.messageCount.Add(1)
-	om := outMsg{body: m.Body}
-	m.encodeHeader(&om.hdr)
-	c.outMu.Lock()
-	c.outbox = append(c.outbox, om)
-	start := !c.writing
-	c.writing = true
-	c.outMu.Unlock()
-	if start {
-		go c.writeOutbox()
-	}
-}
-
-// writeOutbox sends queued messages and flushes once the outbox is empty,
-// so a burst goes out in as few syscalls as the buffer allows.
-func (c *client) writeOutbox() {
-	c.writeMu.Lock()
-	defer c.writeMu.Unlock()
-	for {
-		c.outMu.Lock()
-		batch := c.outbox
-		if len(batch) == 0 {
-			c.writing = false
-			c.outbox = c.spare[:0]
-			c.spare = nil
-			c.outMu.Unlock()
-			c.flushLocked()
-			return
-		}
-		// Hand the spare array to the outbox and forget it, so the batch
-		// being written and the outbox never share an array.
-		c.outbox = c.spare[:0]
-		c.spare = nil
-		c.outMu.Unlock()
-
-		// One deadline covers the batch: arming it per message costs a
-		// clock read and a runtime timer update each.
-		c.setWriteDeadline()
-		for i := range batch {
-			if !c.closed.Load() {
-				c.writeMessageLocked(&batch[i])
-			}
-			batch[i] = outMsg{}
-		}
-		c.outMu.Lock()
-		if cap(batch) <= 1024 {
-			c.spare = batch[:0]
-		}
-		c.outMu.Unlock()
-	}
-}
-
-// writeMessageLocked writes one message frame: a fixed 34-byte header and
-// the shared body, never copying the body into a buffer of its own.
-func (c *client) writeMessageLocked(m *outMsg) {
-	var hdr [8 + messageHeaderLen]byte
-	size := uint32(4 + messageHeaderLen + len(m.body))
-	hdr[0], hdr[1], hdr[2], hdr[3] = byte(size>>24), byte(size>>16), byte(size>>8), byte(size)
-	hdr[7] = byte(wire.FrameTypeMessage)
-	copy(hdr[8:], m.hdr[:])
-	if _, err := c.writer.Write(hdr[:]); err != nil {
-		c.fail(err)
-		return
-	}
-	if _, err := c.writer.Write(m.body); err != nil {
-		c.fail(err)
-	}
-}
-
-// sendFrame writes a non-message frame and flushes at once.
-func (c *client) sendFrame(frameType int32, data []byte) error {
-	c.writeMu.Lock()
-	defer c.writeMu.Unlock()
-	c.setWriteDeadline()
-	if err := wire.WriteFrame(c.writer, frameType, data); err != nil {
-		return err
-	}
-	return c.flushLocked()
-}
-
-func (c *client) flushLocked() error {
-	if c.writer.Buffered() == 0 && (c.tr.comp == nil || !c.tr.comp.pending()) {
-		return nil
-	}
-	c.setWriteDeadline()
-	if err := c.writer.Flush(); err != nil {
-		c.fail(err)
-		return err
-	}
-	if err := c.flushCompressorLocked(); err != nil {
-		c.fail(err)
-		return err
-	}
-	return nil
-}
-
-func (c *client) setWriteDeadline() {
-	if c.heartbeatInterval > 0 {
-		_ = c.conn.SetWriteDeadline(time.Now().Add(c.heartbeatInterval))
-	}
-}
 
 // fail closes the connection after a write error; the reader then sees the
 // close and cleans up.
@@ -251,83 +141,6 @@ func (c *client) close() {
 		c.closed.Store(true)
 		_ = c.conn.Close()
 	})
-}
-
-// startHeartbeats arms the heartbeat timer (not reset by traffic, as NSQ).
-func (c *client) startHeartbeats() {
-	c.writeMu.Lock()
-	defer c.writeMu.Unlock()
-	c.startHeartbeatsLocked()
-}
-
-// setHeartbeatInterval applies an IDENTIFY heartbeat_interval: the old
-// timer stops (a callback of it already running finds itself replaced and
-// does nothing), and with heartbeats disabled no write deadline is left
-// over from before.
-func (c *client) setHeartbeatInterval(d time.Duration) {
-	c.writeMu.Lock()
-	defer c.writeMu.Unlock()
-	c.heartbeatInterval = d
-	if c.heartbeat != nil {
-		c.heartbeat.Stop()
-		c.heartbeat = nil
-	}
-	if d <= 0 {
-		_ = c.conn.SetWriteDeadline(time.Time{})
-	}
-	c.startHeartbeatsLocked()
-}
-
-// startHeartbeatsLocked arms a new timer; c.writeMu is held. The heartbeat
-// fields and heartbeatInterval are written only with c.writeMu held, so
-// every goroutine but the reader reads them under c.writeMu.
-func (c *client) startHeartbeatsLocked() {
-	if c.heartbeatInterval <= 0 {
-		return
-	}
-	c.heartbeatGen++
-	gen := c.heartbeatGen
-	c.heartbeat = time.AfterFunc(c.heartbeatInterval, func() { c.onHeartbeat(gen) })
-}
-
-// onHeartbeat runs on timer number gen; a replaced or stopped timer whose
-// callback was already on its way does nothing.
-func (c *client) onHeartbeat(gen uint64) {
-	c.writeMu.Lock()
-	defer c.writeMu.Unlock()
-	t := c.heartbeat
-	if c.closed.Load() || t == nil || gen != c.heartbeatGen {
-		return
-	}
-	c.idleTickLocked()
-	c.setWriteDeadline()
-	if err := wire.WriteFrame(c.writer, wire.FrameTypeResponse, wire.Heartbeat); err != nil {
-		c.fail(err)
-		return
-	}
-	if c.flushLocked() != nil {
-		return
-	}
-	t.Reset(c.heartbeatInterval)
-}
-
-// stopHeartbeats stops the timer for good (the connection is ending).
-func (c *client) stopHeartbeats() {
-	c.writeMu.Lock()
-	defer c.writeMu.Unlock()
-	if c.heartbeat != nil {
-		c.heartbeat.Stop()
-		c.heartbeat = nil
-	}
-}
-
-// setOutputBuffer replaces the write buffer after IDENTIFY. Only called
-// before any message can be queued.
-func (c *client) setOutputBuffer(size int) {
-	c.writeMu.Lock()
-	defer c.writeMu.Unlock()
-	c.outputBufferSize = size
-	c.writer = bufio.NewWriterSize(c.streamWriter(), size)
 }
 
 // clientIdentity is the IDENTIFY-provided part of a client's stats.

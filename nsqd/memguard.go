@@ -22,63 +22,63 @@ var errMemoryLimit = errors.New("memory limit exceeded")
 
 // memoryGuard applies DESIGN.md memory rule 4: it knows the limits, keeps
 // byte budgets for the memory queues, and says whether a message may be
-// kept in memory and whether a publish may be accepted at all.
+// kept in memory and whether a publish may be accepted at all. The limits
+// follow the detected limit while the daemon runs (followLimits).
 type memoryGuard struct {
-	limits        memlimit.Limits
+	budget        atomic.Pointer[memBudget]
 	monitor       *memlimit.Monitor
 	perQueueBytes int64 // --mem-queue-bytes; 0 = no per-queue byte limit
-	maxQueueBytes int64 // --max-memory-queue-bytes, resolved
-	maxDeferred   int64 // --max-deferred-memory, resolved
 	queueBytes    atomic.Int64
 	inFlightBytes atomic.Int64 // delivered, not yet FIN'd or requeued
 	deferredBytes atomic.Int64
 	lastFree      atomic.Int64
 	bodies        *bodyBudget
 	log           *slog.Logger
-	// usage reads current memory use; tests swap it to drive the states.
-	usage atomic.Pointer[func() uint64]
+
+	// queueBytesFlag and deferredFlag are --max-memory-queue-bytes and
+	// --max-deferred-memory: 0 derives the budget from the soft limit.
+	queueBytesFlag, deferredFlag int64
+	// follower re-detects the limits; only followLimits uses it after New.
+	follower *memlimit.Follower
+
+	// usage reads current memory use and detect the limit; tests swap
+	// them to drive the states and fake a cgroup.
+	usage  atomic.Pointer[func() uint64]
+	detect atomic.Pointer[func() (memlimit.Limits, error)]
 }
+
+// memBudget is what the limits in force allow. It is replaced whole when
+// they change, so a reader never sees half of a change.
+type memBudget struct {
+	limits        memlimit.Limits
+	maxQueueBytes int64 // --max-memory-queue-bytes, resolved
+	maxDeferred   int64 // --max-deferred-memory, resolved
+}
+
+// limitRefreshTicks is how many memory samples pass between two reads of
+// the memory limit: 5 s at the default --memory-monitor-interval.
+const limitRefreshTicks = 20
 
 // newMemoryGuard resolves the limits from the options and the machine.
 func newMemoryGuard(o *Options, log *slog.Logger) (*memoryGuard, error) {
-	detected, derr := memlimit.Detect()
-	if detected.Hard == 0 {
-		return nil, fmt.Errorf("cannot determine a memory limit: %w", derr)
-	}
-	if derr != nil {
-		log.Warn("memory limit detection", "err", derr)
-	}
-	g := &memoryGuard{limits: detected, perQueueBytes: o.MemQueueBytes, log: log}
-	goUsage := memlimit.GoUsage
+	g := &memoryGuard{perQueueBytes: o.MemQueueBytes, log: log,
+		queueBytesFlag: o.MaxMemoryQueueBytes, deferredFlag: o.MaxDeferredMemory}
+	goUsage, detect := memlimit.GoUsage, memlimit.Detect
 	g.usage.Store(&goUsage)
-	if o.MemHardLimit != "" {
-		v, err := memlimit.ParseSize(o.MemHardLimit, detected.Hard)
-		if err != nil {
-			return nil, fmt.Errorf("--mem-hard-limit: %w", err)
-		}
-		g.limits.Hard, g.limits.Soft, g.limits.Source = v, v-v/4, "flag"
+	g.detect.Store(&detect)
+	follower, lim, err := memlimit.NewFollower(func() (memlimit.Limits, error) { return (*g.detect.Load())() },
+		memlimit.Config{Hard: o.MemHardLimit, Soft: o.MemSoftLimit})
+	if follower == nil {
+		return nil, fmt.Errorf("memory limits (--mem-hard-limit %q, --mem-soft-limit %q): %w", o.MemHardLimit, o.MemSoftLimit, err)
 	}
-	if o.MemSoftLimit != "" {
-		v, err := memlimit.ParseSize(o.MemSoftLimit, g.limits.Hard)
-		if err != nil {
-			return nil, fmt.Errorf("--mem-soft-limit: %w", err)
-		}
-		g.limits.Soft = v
+	if err != nil {
+		log.Warn("memory limit detection", "err", err)
 	}
-	if g.limits.Soft > g.limits.Hard {
-		return nil, fmt.Errorf("--mem-soft-limit (%d) is above the hard limit (%d)", g.limits.Soft, g.limits.Hard)
-	}
-	g.maxQueueBytes = o.MaxMemoryQueueBytes
-	if g.maxQueueBytes == 0 {
-		g.maxQueueBytes = int64(g.limits.Soft / 2)
-	}
-	g.maxDeferred = o.MaxDeferredMemory
-	if g.maxDeferred == 0 {
-		g.maxDeferred = int64(g.limits.Soft / 10)
-	}
+	g.follower = follower
+	g.budget.Store(g.budgetFor(lim))
 	// One body must always fit, or a legitimate maximum-size body could
 	// never be read.
-	g.bodies = newBodyBudget(max(int64(g.limits.Soft/unfinishedBodyShare), o.MaxBodySize, o.MaxMsgSize), unfinishedBodyWait)
+	g.bodies = newBodyBudget(max(int64(lim.Soft/unfinishedBodyShare), o.MaxBodySize, o.MaxMsgSize), unfinishedBodyWait)
 	return g, nil
 }
 
@@ -138,10 +138,76 @@ func (b *bodyBudget) release(n int64) {
 	}
 }
 
-// start tells the Go runtime the soft limit and begins monitoring.
+// budgetFor derives the byte budgets from limits.
+func (g *memoryGuard) budgetFor(lim memlimit.Limits) *memBudget {
+	b := &memBudget{limits: lim, maxQueueBytes: g.queueBytesFlag, maxDeferred: g.deferredFlag}
+	if b.maxQueueBytes == 0 {
+		b.maxQueueBytes = int64(lim.Soft / 2)
+	}
+	if b.maxDeferred == 0 {
+		b.maxDeferred = int64(lim.Soft / 10)
+	}
+	return b
+}
+
+// limits returns the limits in force.
+func (g *memoryGuard) limits() memlimit.Limits { return g.budget.Load().limits }
+
+// start tells the Go runtime the soft limit and creates the monitor, which
+// gives freed memory back to the OS by itself after a spike.
 func (g *memoryGuard) start(interval time.Duration, onChange func(old, new memlimit.State, usage uint64)) {
-	debug.SetMemoryLimit(int64(g.limits.Soft))
-	g.monitor = memlimit.NewMonitor(g.limits.Soft, interval, func() uint64 { return (*g.usage.Load())() }, onChange)
+	soft := g.limits().Soft
+	debug.SetMemoryLimit(int64(soft))
+	g.monitor = memlimit.NewMonitor(soft, interval, func() uint64 { return (*g.usage.Load())() }, onChange)
+	g.monitor.SetRelease(g.releaseOSMemory)
+}
+
+// releaseOSMemory is the monitor's release: it returns freed heap to the OS
+// and logs what that bought.
+func (g *memoryGuard) releaseOSMemory() {
+	before := (*g.usage.Load())()
+	debug.FreeOSMemory()
+	g.lastFree.Store(time.Now().UnixNano())
+	g.log.Info("memory released to the OS after a fall in use", "usage_before_bytes", before, "usage_after_bytes", (*g.usage.Load())())
+}
+
+// followLimits re-reads the memory limit every limitRefreshTicks
+// intervals until ctx is done.
+func (g *memoryGuard) followLimits(ctx context.Context, interval time.Duration) {
+	if interval <= 0 {
+		interval = memlimit.DefaultInterval
+	}
+	g.follower.Run(ctx, interval*limitRefreshTicks, g.applyLimits)
+}
+
+// refreshLimits reads the memory limit again now (tests, with the
+// followLimits loop idle).
+func (g *memoryGuard) refreshLimits() { g.applyLimits(g.follower.Refresh()) }
+
+// applyLimits logs a detection problem, and a change of the limits in
+// force once, and applies the change to every budget derived from them:
+// the soft limit the monitor classifies against, the memory-queue and
+// deferred byte budgets (unless set in bytes) and the Go runtime's memory
+// limit.
+func (g *memoryGuard) applyLimits(lim memlimit.Limits, changed bool, err error) {
+	if err != nil {
+		g.log.Warn("memory limit detection", "err", err)
+	}
+	if !changed {
+		return
+	}
+	old := g.budget.Load()
+	b := g.budgetFor(lim)
+	g.budget.Store(b)
+	debug.SetMemoryLimit(int64(lim.Soft))
+	g.log.Warn("memory limit changed", "source", lim.Source,
+		"hard_bytes", lim.Hard, "old_hard_bytes", old.limits.Hard,
+		"soft_bytes", lim.Soft, "old_soft_bytes", old.limits.Soft,
+		"max_memory_queue_bytes", b.maxQueueBytes, "max_deferred_bytes", b.maxDeferred)
+	if g.monitor != nil {
+		g.monitor.SetSoft(lim.Soft)
+		g.monitor.Check()
+	}
 }
 
 // state is the current memory state; Normal before monitoring starts.
@@ -165,7 +231,8 @@ func (g *memoryGuard) admit(queueBytes, size int64) bool {
 	if g.perQueueBytes > 0 && queueBytes+size > g.perQueueBytes {
 		return false
 	}
-	return g.maxQueueBytes <= 0 || g.heldBytes()+size <= g.maxQueueBytes
+	max := g.budget.Load().maxQueueBytes
+	return max <= 0 || g.heldBytes()+size <= max
 }
 
 // heldBytes is what memory queues and in-flight messages hold: both share
@@ -180,10 +247,14 @@ func (g *memoryGuard) heldBytes() int64 { return g.queueBytes.Load() + g.inFligh
 // every consumer makes progress.
 func (g *memoryGuard) readBudget(nothingInFlight bool) int64 {
 	const floor = 64 << 10
-	if g == nil || g.maxQueueBytes <= 0 {
+	if g == nil {
 		return readAheadBytes
 	}
-	budget := min(readAheadBytes, g.maxQueueBytes-g.heldBytes())
+	maxQueue := g.budget.Load().maxQueueBytes
+	if maxQueue <= 0 {
+		return readAheadBytes
+	}
+	budget := min(readAheadBytes, maxQueue-g.heldBytes())
 	if g.state() != memlimit.Normal {
 		budget = 0
 	}
@@ -202,10 +273,11 @@ func (g *memoryGuard) addInFlight(n int64) {
 
 // admitDeferred reports whether a deferred message may be held in memory.
 func (g *memoryGuard) admitDeferred(size int64) bool {
-	if g == nil || g.maxDeferred <= 0 {
+	if g == nil {
 		return true
 	}
-	return g.deferredBytes.Load()+size <= g.maxDeferred && g.state() == memlimit.Normal
+	max := g.budget.Load().maxDeferred
+	return max <= 0 || g.deferredBytes.Load()+size <= max && g.state() == memlimit.Normal
 }
 
 // addDeferred counts n more (or fewer) bytes of deferred messages in memory.
@@ -220,8 +292,9 @@ func (g *memoryGuard) checkPublish() error {
 	if g.state() != memlimit.Over {
 		return nil
 	}
+	lim := g.limits()
 	return fmt.Errorf("%w: usage %d bytes is over the soft limit of %d bytes (%s); publishing resumes when usage recovers",
-		errMemoryLimit, g.monitor.Usage(), g.limits.Soft, g.limits.Source)
+		errMemoryLimit, g.monitor.Usage(), lim.Soft, lim.Source)
 }
 
 // maybeFreeOSMemory returns freed heap to the OS at most every few seconds.
@@ -253,16 +326,17 @@ type MemoryInfo struct {
 }
 
 func (g *memoryGuard) info() MemoryInfo {
+	b := g.budget.Load()
 	mi := MemoryInfo{
 		State:            g.state().String(),
-		Source:           string(g.limits.Source),
-		HardLimit:        g.limits.Hard,
-		SoftLimit:        g.limits.Soft,
+		Source:           string(b.limits.Source),
+		HardLimit:        b.limits.Hard,
+		SoftLimit:        b.limits.Soft,
 		QueueBytes:       g.queueBytes.Load(),
 		InFlightBytes:    g.inFlightBytes.Load(),
-		MaxQueueBytes:    g.maxQueueBytes,
+		MaxQueueBytes:    b.maxQueueBytes,
 		DeferredBytes:    g.deferredBytes.Load(),
-		MaxDeferredBytes: g.maxDeferred,
+		MaxDeferredBytes: b.maxDeferred,
 
 		UnfinishedBodies:       g.bodies.count.Load(),
 		UnfinishedBodyBytes:    g.bodies.held.Load(),
@@ -277,7 +351,7 @@ func (g *memoryGuard) info() MemoryInfo {
 // onMemoryStateChange logs each transition once and sheds memory when it
 // gets tight.
 func (n *NSQD) onMemoryStateChange(old, new memlimit.State, usage uint64) {
-	lim := n.guard.limits
+	lim := n.guard.limits()
 	n.log.Warn("memory state changed", "from", old.String(), "to", new.String(),
 		"usage_bytes", usage, "soft_limit_bytes", lim.Soft, "hard_limit_bytes", lim.Hard)
 	if new == memlimit.Normal {

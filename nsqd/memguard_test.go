@@ -26,7 +26,7 @@ func TestMemoryOverSoftLimitRefusesPublishes(t *testing.T) {
 	o.MemoryMonitorInterval = time.Hour // the test samples by hand
 	d := startDaemon(t, o)
 	usage := driveMemory(t, d)
-	soft := d.guard.limits.Soft
+	soft := d.guard.limits().Soft
 	if soft != 768<<20 {
 		t.Fatalf("soft limit %d, want 75%% of 1 GiB", soft)
 	}
@@ -91,7 +91,7 @@ func TestMemoryLowSendsMessagesToDisk(t *testing.T) {
 		t.Fatalf("normal state: depth %d backend %d, want all 10 in memory", ch.Depth(), ch.q.backend.Depth())
 	}
 
-	usage.Store(d.guard.limits.Soft / 100 * 92) // within 10% of the soft limit
+	usage.Store(d.guard.limits().Soft / 100 * 92) // within 10% of the soft limit
 	if st := d.guard.monitor.Check(); st != memlimit.Low {
 		t.Fatalf("state %v, want low", st)
 	}

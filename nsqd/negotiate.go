@@ -18,7 +18,8 @@ import (
 //
 //	net.Conn → tls.Conn → compressor / decompressor → bufio writer / reader
 //
-// c.conn stays the socket (deadlines and Close apply to it); c.reader and
+// c.conn stays the socket (read deadlines and Close apply to it; writes go
+// through c.sock, which arms a write deadline per syscall); c.reader and
 // c.writer keep their buffers and are re-pointed at the new top layer.
 
 // Compression a connection negotiated, as /stats reports it.
@@ -107,20 +108,11 @@ func identifyFailed(err error) error {
 	return wire.NewFatalClientErr("E_IDENTIFY_FAILED", "IDENTIFY failed %s", err)
 }
 
-// sendLocked writes a frame and flushes; writeMu is held.
-func (c *client) sendLocked(frameType int32, data []byte) error {
-	c.setWriteDeadline()
-	if err := wire.WriteFrame(c.writer, frameType, data); err != nil {
-		return err
-	}
-	return c.flushLocked()
-}
-
 // upgradeTLSLocked runs the server handshake on the socket.
 func (c *client) upgradeTLSLocked() error {
-	var conn net.Conn = c.conn
+	var conn net.Conn = c.sock
 	if pre := c.unreadBytes(); len(pre) > 0 {
-		conn = &prefixConn{Conn: c.conn, pre: pre}
+		conn = &prefixConn{Conn: c.sock, pre: pre}
 	}
 	tc := tls.Server(conn, c.n.tlsConfig)
 	_ = c.conn.SetDeadline(time.Now().Add(tlsHandshakeTimeout))
@@ -147,12 +139,12 @@ func (c *client) upgradeCompressionLocked(kind int32, r io.Reader, w compressor)
 }
 
 // baseStream is the layer a compressor writes to: TLS if negotiated, else
-// the socket. writeMu is held.
+// the socket (with its per-syscall write deadline). writeMu is held.
 func (c *client) baseStream() io.ReadWriter {
 	if c.tr.tlsConn != nil {
 		return c.tr.tlsConn
 	}
-	return c.conn
+	return c.sock
 }
 
 // upgradeSource is what a decompressor reads from: the base stream, after

@@ -165,13 +165,17 @@ func (n *NSQD) Start() error {
 	}()
 	n.startLookup()
 	n.guard.start(n.opts.MemoryMonitorInterval, n.onMemoryStateChange)
-	lim := n.guard.limits
-	n.log.Info("memory limits", "source", lim.Source, "hard_bytes", lim.Hard, "soft_bytes", lim.Soft,
-		"max_memory_queue_bytes", n.guard.maxQueueBytes, "max_deferred_bytes", n.guard.maxDeferred)
-	n.wg.Add(1)
+	b := n.guard.budget.Load()
+	n.log.Info("memory limits", "source", b.limits.Source, "hard_bytes", b.limits.Hard, "soft_bytes", b.limits.Soft,
+		"max_memory_queue_bytes", b.maxQueueBytes, "max_deferred_bytes", b.maxDeferred)
+	n.wg.Add(2)
 	go func() {
 		defer n.wg.Done()
 		n.guard.monitor.Run(n.ctx)
+	}()
+	go func() {
+		defer n.wg.Done()
+		n.guard.followLimits(n.ctx, n.opts.MemoryMonitorInterval)
 	}()
 	// NSQ's start-up lines, word for word: test harnesses (gnsq's, for
 	// one) find the ports of an nsqd started on port 0 by reading them.

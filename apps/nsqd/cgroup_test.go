@@ -24,7 +24,16 @@ import (
 type memoryCgroup struct {
 	dir   string
 	procs string
+	limit string        // the limit file
 	oom   func() string // OOM-kill evidence, "" when none
+}
+
+// setLimit changes the limit of the running cgroup.
+func (cg *memoryCgroup) setLimit(t *testing.T, limit int64) {
+	t.Helper()
+	if err := os.WriteFile(cg.limit, []byte(fmt.Sprint(limit)), 0o644); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // newMemoryCgroup creates a cgroup limited to limit bytes (v2 memory.max, or
@@ -61,7 +70,7 @@ func newMemoryCgroup(t *testing.T, limit int64) *memoryCgroup {
 			_ = os.Remove(dir)
 			continue
 		}
-		cg := &memoryCgroup{dir: dir, procs: filepath.Join(dir, "cgroup.procs")}
+		cg := &memoryCgroup{dir: dir, procs: filepath.Join(dir, "cgroup.procs"), limit: filepath.Join(dir, c.limitFile)}
 		events := filepath.Join(dir, c.eventsFile)
 		cg.oom = func() string {
 			b, _ := os.ReadFile(events)
@@ -154,12 +163,7 @@ func startNSQDInCgroup(t *testing.T, cg *memoryCgroup, flags ...string) *cgroupN
 		cg.procs, bin, tcpAddr, httpAddr, t.TempDir(), strings.Join(flags, " "), logFile)
 	cmd := exec.Command("sh", "-c", script)
 	exited := startCmd(t, cmd)
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		if b, err := os.ReadFile(logFile); err == nil && t.Failed() {
-			t.Logf("nsqd log:\n%s", tail(string(b), 40))
-		}
-	})
+	killAtCleanup(t, cmd, logFile)
 	waitHTTP(t, "http://"+httpAddr+"/ping", exited)
 	return &cgroupNSQD{cmd: cmd, tcp: tcpAddr, http: httpAddr, exited: exited}
 }
@@ -306,6 +310,17 @@ func TestMemoryCgroupFlood(t *testing.T) {
 		t.Errorf("no publish was accepted after the first refusal")
 	}
 	sigterm(t, d.cmd, exited)
+}
+
+// killAtCleanup kills cmd when the test ends and, if it failed, logs the
+// end of nsqd's log.
+func killAtCleanup(t *testing.T, cmd *exec.Cmd, logFile string) {
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		if b, err := os.ReadFile(logFile); err == nil && t.Failed() {
+			t.Logf("nsqd log:\n%s", tail(string(b), 40))
+		}
+	})
 }
 
 func waitHTTP(t testing.TB, url string, exited <-chan error) {

@@ -12,6 +12,12 @@
 //
 // The soft limit is 75% of the hard limit: the point where nsqd starts
 // sending new messages to disk and, once past it, refusing publishes.
+//
+// Limits can change while the process runs (it is moved into a cgroup, or
+// its cgroup's limit is lowered); a Follower detects them again and
+// resolves them through the Config the operator gave (config.go,
+// follow.go). A Monitor classifies usage against the soft limit
+// (monitor.go).
 package memlimit
 
 import (

@@ -51,17 +51,30 @@ const DefaultInterval = time.Second
 // gap since crossing 90% only changes where new messages are stored.
 //
 // A soft limit of 0 disables the monitor: the state stays Normal.
+//
+// Usage as the runtime reports it does not fall by itself after a spike:
+// the freed heap stays mapped until the runtime must return it, which it
+// does only above its own memory limit, so an idle process would stay Low
+// (or Over) until traffic resumed. So when Run samples a state other than
+// Normal and usage has stopped growing, it calls the function given to
+// SetRelease once (again only if usage grows by another 5% of the soft
+// limit before the state is Normal again), then samples again.
 type Monitor struct {
-	soft     uint64
-	lowAt    uint64 // usage >= lowAt is Low
-	resumeAt uint64 // Over ends when usage < resumeAt
 	interval time.Duration
 	usage    func() uint64
 	onChange func(old, new State, usage uint64)
+	release  func() // set by SetRelease before Run; may be nil
 
-	// mu serialises Check so that state changes, and the onChange calls
-	// reporting them, happen one at a time and in order.
-	mu    sync.Mutex
+	// mu serialises sampling so that state changes, and the onChange calls
+	// reporting them, happen one at a time and in order; it guards the
+	// thresholds and the release bookkeeping below.
+	mu         sync.Mutex
+	soft       uint64
+	lowAt      uint64 // usage >= lowAt is Low
+	resumeAt   uint64 // Over ends when usage < resumeAt
+	prev       uint64 // usage at Run's previous sample
+	releasedAt uint64 // usage after this episode's release; 0: none yet
+
 	state atomic.Int32  // State; written under mu, read lock-free
 	last  atomic.Uint64 // last sampled usage; written under mu
 }
@@ -69,7 +82,8 @@ type Monitor struct {
 // NewMonitor returns a Monitor for the soft limit. usage reports current
 // memory use in bytes (nil means GoUsage). onChange, if not nil, is called
 // once per state change from the goroutine that sampled; it must not call
-// Check. The Monitor starts Normal and samples nothing until Run or Check.
+// Check or SetSoft. The Monitor starts Normal and samples nothing until Run
+// or Check.
 func NewMonitor(soft uint64, interval time.Duration, usage func() uint64, onChange func(old, new State, usage uint64)) *Monitor {
 	if interval <= 0 {
 		interval = DefaultInterval
@@ -77,29 +91,67 @@ func NewMonitor(soft uint64, interval time.Duration, usage func() uint64, onChan
 	if usage == nil {
 		usage = GoUsage
 	}
-	return &Monitor{
-		soft:     soft,
-		lowAt:    soft - soft/10,
-		resumeAt: soft - soft/20,
-		interval: interval,
-		usage:    usage,
-		onChange: onChange,
-	}
+	m := &Monitor{interval: interval, usage: usage, onChange: onChange}
+	m.setSoftLocked(soft)
+	return m
+}
+
+// SetRelease sets what Run calls to give freed memory back to the OS
+// (nsqd passes debug.FreeOSMemory). Call it before Run.
+func (m *Monitor) SetRelease(release func()) { m.release = release }
+
+// SetSoft changes the soft limit (the detected limit changed); samples
+// from now on are classified against it.
+func (m *Monitor) SetSoft(soft uint64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.setSoftLocked(soft)
+}
+
+func (m *Monitor) setSoftLocked(soft uint64) {
+	m.soft, m.lowAt, m.resumeAt = soft, soft-soft/10, soft-soft/20
 }
 
 // Run samples immediately and then once per interval until ctx is done.
 func (m *Monitor) Run(ctx context.Context) {
-	m.Check()
-	t := time.NewTicker(m.interval)
+	m.tick()
+	every(ctx, m.interval, m.tick)
+}
+
+// every calls f once per interval until ctx is done.
+func every(ctx context.Context, interval time.Duration, f func()) {
+	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			m.Check()
+			f()
 		}
 	}
+}
+
+// tick is Run's sample: Check, and the release of freed memory when the
+// state is not Normal and usage stopped growing. The release runs without
+// mu held, so Check never waits for it.
+func (m *Monitor) tick() {
+	m.mu.Lock()
+	st, u := m.sampleLocked()
+	release := m.release != nil && st != Normal && u <= m.prev &&
+		(m.releasedAt == 0 || u > m.releasedAt+m.soft/20)
+	m.prev = u
+	m.mu.Unlock()
+	if !release {
+		return
+	}
+	m.release()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if st, u = m.sampleLocked(); st != Normal {
+		m.releasedAt = max(u, 1)
+	}
+	m.prev = u
 }
 
 // State returns the state as of the last sample. It is a single atomic load,
@@ -109,23 +161,30 @@ func (m *Monitor) State() State { return State(m.state.Load()) }
 // Usage returns the last sampled usage in bytes.
 func (m *Monitor) Usage() uint64 { return m.last.Load() }
 
-// Check samples usage now, updates the state and returns it. nsqd calls it
-// after large publishes so that a burst cannot overshoot the limit by a
-// whole interval's worth of messages.
+// Check samples usage now, updates the state and returns it.
 func (m *Monitor) Check() State {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	st, _ := m.sampleLocked()
+	return st
+}
+
+// sampleLocked reads usage, classifies it and reports a change; mu is held.
+func (m *Monitor) sampleLocked() (State, uint64) {
 	u := m.usage()
 	m.last.Store(u)
 	old := State(m.state.Load())
 	next := m.classify(old, u)
+	if next == Normal {
+		m.releasedAt = 0 // the episode is over
+	}
 	if next != old {
 		m.state.Store(int32(next))
 		if m.onChange != nil {
 			m.onChange(old, next, u)
 		}
 	}
-	return next
+	return next, u
 }
 
 func (m *Monitor) classify(old State, u uint64) State {

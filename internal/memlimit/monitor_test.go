@@ -178,3 +178,95 @@ func TestMonitorConcurrentCheck(t *testing.T) {
 		t.Fatalf("last change to %v, State() = %v", prev, m.State())
 	}
 }
+
+func TestMonitorSetSoft(t *testing.T) {
+	var usage uint64 = 800
+	m := NewMonitor(1000, time.Hour, func() uint64 { return usage }, nil)
+	if st := m.Check(); st != Normal {
+		t.Fatalf("800 of 1000: %v", st)
+	}
+	m.SetSoft(850) // the limit was lowered
+	if st := m.Check(); st != Low {
+		t.Fatalf("800 of 850: %v, want low", st)
+	}
+	m.SetSoft(700)
+	if st := m.Check(); st != Over {
+		t.Fatalf("800 of 700: %v, want over", st)
+	}
+	m.SetSoft(2000)
+	if st := m.Check(); st != Normal {
+		t.Fatalf("800 of 2000: %v, want normal", st)
+	}
+}
+
+// TestMonitorReleasesAfterAFall: after a spike, usage as the runtime
+// reports it stays near the peak until memory is given back; Run gives it
+// back once usage stops growing, and the state returns to normal without
+// any traffic.
+func TestMonitorReleasesAfterAFall(t *testing.T) {
+	var usage atomic.Uint64
+	usage.Store(500)
+	var releases atomic.Int32
+	m := NewMonitor(1000, time.Hour, usage.Load, nil)
+	m.SetRelease(func() {
+		releases.Add(1)
+		usage.Store(300) // what the freed heap was hiding
+	})
+	steps := []struct {
+		usage    uint64
+		want     State
+		releases int32
+	}{
+		{500, Normal, 0},
+		{950, Low, 0},    // the spike, still growing: nothing to give back
+		{1100, Over, 0},  // still growing
+		{960, Normal, 1}, // fell and idles near the peak: released, normal again
+		{310, Normal, 1},
+		{920, Low, 1}, // a new spike
+		{920, Normal, 2},
+	}
+	for i, s := range steps {
+		usage.Store(s.usage)
+		m.tick()
+		if m.State() != s.want || releases.Load() != s.releases {
+			t.Fatalf("step %d (usage %d): state %v after %d releases; want %v after %d",
+				i, s.usage, m.State(), releases.Load(), s.want, s.releases)
+		}
+	}
+}
+
+// A release that does not help is not repeated while usage holds steady,
+// only once it has grown by 5% of the soft limit since.
+func TestMonitorReleasesOncePerEpisode(t *testing.T) {
+	var usage atomic.Uint64
+	var releases atomic.Int32
+	m := NewMonitor(1000, time.Hour, usage.Load, nil)
+	m.SetRelease(func() { releases.Add(1) }) // gives nothing back
+	for i, u := range []uint64{950, 950, 950, 940, 960, 1001, 1001} {
+		usage.Store(u)
+		m.tick()
+		if want := map[int]int32{0: 0, 1: 1, 2: 1, 3: 1, 4: 1, 5: 1, 6: 2}[i]; releases.Load() != want {
+			t.Fatalf("sample %d (usage %d): %d releases, want %d", i, u, releases.Load(), want)
+		}
+	}
+}
+
+// Run itself releases: an idle process back to normal by itself.
+func TestMonitorRunReleases(t *testing.T) {
+	var usage atomic.Uint64
+	usage.Store(950)
+	m := NewMonitor(1000, time.Millisecond, usage.Load, nil)
+	m.SetRelease(func() { usage.Store(100) })
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { m.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	deadline := time.Now().Add(5 * time.Second)
+	for m.State() != Normal || m.Usage() != 100 {
+		if time.Now().After(deadline) {
+			t.Fatalf("still %v at usage %d after 5 s", m.State(), m.Usage())
+		}
+		runtime.Gosched()
+		time.Sleep(time.Millisecond)
+	}
+}

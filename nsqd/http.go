@@ -49,6 +49,8 @@ func newHTTPServer(n *NSQD) *http.Server {
 	r.Handle("POST", "/channel/empty", v1(s.channelEmpty))
 	r.Handle("POST", "/channel/pause", v1(s.setPaused(true, s.pausableChannel)))
 	r.Handle("POST", "/channel/unpause", v1(s.setPaused(false, s.pausableChannel)))
+	r.Handle("GET", "/topic/peek", v1(s.topicPeek))
+	r.Handle("GET", "/channel/peek", v1(s.channelPeek))
 	r.Handle("GET", "/config/:opt", v1(s.getConfig))
 	r.Handle("PUT", "/config/:opt", v1(s.putConfig))
 

@@ -103,3 +103,13 @@ func (d *Deque[T]) resize(c int) {
 	}
 	d.buf, d.head = nb, 0
 }
+
+// Each calls fn with the items from the front, in order, until fn returns
+// false. fn must not change the deque.
+func (d *Deque[T]) Each(fn func(T) bool) {
+	for i := 0; i < d.n; i++ {
+		if !fn(d.buf[(d.head+i)&(len(d.buf)-1)]) {
+			return
+		}
+	}
+}

@@ -147,3 +147,13 @@ func (q *Queue[T]) down(i int) {
 		i = m
 	}
 }
+
+// Each calls fn with every queued item, in no particular order, until fn
+// returns false. fn must not change the queue.
+func (q *Queue[T]) Each(fn func(T) bool) {
+	for i := 1; i < len(q.h); i++ {
+		if !fn(q.h[i]) {
+			return
+		}
+	}
+}

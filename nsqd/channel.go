@@ -87,6 +87,7 @@ type Channel struct {
 	flightDels     int                    // deletes from inFlight since it was built
 	flightReported int64                  // flightMem as last added to the memory guard
 	releases       []uint64               // held records to release after unlock
+	readClaimed    bool                   // a disk read to do after unlock (nextLocked)
 	deferredPQ     pqueue.Queue[*Message] // by due time
 	spill          deferredSpill          // deferred beyond the memory budget
 	subs           []*Subscription
@@ -320,20 +321,24 @@ func (ch *Channel) settleLocked() {
 
 // unlock settles, then releases ch.mu. Every critical section of the
 // channel ends with it.
+//
+// What the critical section left for after the lock is done here: held
+// records to release, and a disk read it claimed (nextLocked).
 func (ch *Channel) unlock() {
 	ch.settleLocked()
 	releases := ch.releases
 	ch.releases = nil
+	read := ch.readClaimed
+	ch.readClaimed = false
 	ch.mu.Unlock()
-	if len(releases) == 0 {
-		return
-	}
 	for _, h := range releases {
 		ch.q.release(h)
 	}
-	// A damaged segment holds reads back until its held records are
-	// released: a reader that stopped for it may go on now.
-	if ch.q.memLen.Load() == 0 && ch.q.backend.Depth() > 0 {
+	if read {
+		ch.readAhead()
+	} else if len(releases) > 0 && ch.q.memLen.Load() == 0 && ch.q.backend.Depth() > 0 {
+		// A damaged segment holds reads back until its held records are
+		// released: a reader that stopped for it may go on now.
 		ch.resume()
 	}
 }

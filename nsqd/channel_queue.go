@@ -148,12 +148,14 @@ func (ch *Channel) acceptLocked(msgs []*Message, now int64, toMemory bool) {
 }
 
 // nextLocked pops the next ready message, or returns nil. When memory runs
-// low and the disk has more, it starts a reader that fetches the next
-// batch without the lock.
+// low and the disk has more, it claims the disk's read side: the goroutine
+// that holds the lock fetches the next batch once it has released it
+// (unlock), so a publisher or a FIN pays for the read it caused, without
+// the lock and without a hand-off to another goroutine.
 func (ch *Channel) nextLocked() *Message {
 	m, ok := ch.q.popFrontLocked()
 	if ch.q.lenLocked() < readAheadLow && !ch.exiting && ch.q.beginReadLocked() {
-		go ch.readAhead()
+		ch.readClaimed = true
 	}
 	if !ok {
 		return nil
@@ -162,7 +164,8 @@ func (ch *Channel) nextLocked() *Message {
 }
 
 // readAhead moves batches from disk into memory while subscribers are
-// taking them and the memory budget allows (memguard.go: messages in
+// taking them and the memory budget allows. The caller has claimed the
+// read side (nextLocked) and holds no lock (memguard.go: messages in
 // flight count, so consumers that never FIN cannot make the daemon read
 // its whole disk into memory), then gives up the disk's read side.
 func (ch *Channel) readAhead() {

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -110,6 +111,7 @@ func New(opts *Options) (*NSQD, error) {
 	if len(opts.AuthHTTPAddresses) > 0 {
 		n.authClient = auth.NewClient(opts.AuthHTTPAddresses, n.clientTLSConfig,
 			opts.HTTPClientConnectTimeout, opts.HTTPClientRequestTimeout)
+		n.authClient.Method = strings.ToUpper(opts.AuthHTTPRequestMethod)
 	}
 	n.qcfg = newQueueConfig(opts, n.log)
 	if n.guard, err = newMemoryGuard(opts, n.log); err != nil {

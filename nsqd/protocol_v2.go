@@ -411,6 +411,7 @@ func (c *client) subscribe(params [][]byte, _ []byte) ([]byte, error) {
 			lastErr = err
 			continue
 		}
+		c.n.placeSubscription(sub, c.topology)
 		c.subMu.Lock()
 		c.sub, c.topic, c.channel = sub, t, ch
 		c.subMu.Unlock()

@@ -81,15 +81,24 @@ func (n *NSQD) HandleSIGTERM() bool {
 	return true
 }
 
+// drainLogInterval spaces the progress lines of a long drain.
+const drainLogInterval = 10 * time.Second
+
 // watchDrain closes Done once the node is empty.
 func (n *NSQD) watchDrain() {
 	t := time.NewTicker(drainCheckInterval)
 	defer t.Stop()
+	lastLog := time.Now()
 	for {
-		if rem := n.DrainRemaining(); rem.empty() {
+		rem := n.DrainRemaining()
+		if rem.empty() {
 			n.log.Info("drained: every topic and channel is empty; stopping")
 			n.life.finish()
 			return
+		}
+		if time.Since(lastLog) >= drainLogInterval {
+			lastLog = time.Now()
+			n.log.Info("draining", "depth", rem.Depth, "in_flight", rem.InFlight, "deferred", rem.Deferred)
 		}
 		select {
 		case <-n.ctx.Done():

@@ -20,7 +20,8 @@ func TestDrain(t *testing.T) {
 	o := testOptions(t)
 	o.BroadcastAddress = "127.0.0.1"
 	o.NSQLookupdTCPAddresses = []string{l.tcp}
-	o.MemQueueSize = 50 // most of the backlog waits on disk
+	o.MemQueueSize = 50     // most of the backlog waits on disk
+	o.MaxDeferredMemory = 1 // deferred messages wait on disk too
 	o.TopologyZone, o.TopologyRegion = "z1", "r1"
 	d := startDaemon(t, o)
 
@@ -56,6 +57,8 @@ func TestDrain(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Stop(); <-c.StopChan })
+	releaseAll := sync.OnceFunc(func() { close(release) })
+	t.Cleanup(releaseAll) // runs first: a failed test must not leave handlers blocked
 	waitChannel(t, d, "work", "ch", "5 in flight", func(cs ChannelStats) bool { return cs.InFlightCount == 5 })
 	cs, _ := d.channelStats("work", "ch")
 	if cs.BackendDepth == 0 || cs.DeferredCount != deferred {
@@ -127,7 +130,7 @@ func TestDrain(t *testing.T) {
 		t.Fatal("Done closed with messages left")
 	default:
 	}
-	close(release)
+	releaseAll()
 	select {
 	case <-d.Done():
 	case <-time.After(30 * time.Second):

@@ -121,6 +121,8 @@ func TestDrainProcess(t *testing.T) {
 	// Consumers found through nsqlookupd hold their first messages until
 	// release, so the drain starts with messages in flight.
 	release := make(chan struct{})
+	releaseAll := sync.OnceFunc(func() { close(release) })
+	t.Cleanup(releaseAll)
 	var mu sync.Mutex
 	seen := map[string]map[string]bool{"a": {}, "b": {}}
 	for _, ch := range []string{"a", "b"} {
@@ -182,7 +184,7 @@ func TestDrainProcess(t *testing.T) {
 	default:
 	}
 
-	close(release)
+	releaseAll()
 	select {
 	case err := <-exited:
 		if err != nil {

@@ -115,9 +115,14 @@ type DrainRemaining struct {
 	Depth    int64 `json:"depth"` // topics' own backlogs plus channels' queues
 	InFlight int64 `json:"in_flight"`
 	Deferred int64 `json:"deferred"`
+	// SpillingChannels have deferred messages on their way between memory
+	// and disk, which no counter shows until the move is done.
+	SpillingChannels int `json:"spilling_channels"`
 }
 
-func (r DrainRemaining) empty() bool { return r.Depth == 0 && r.InFlight == 0 && r.Deferred == 0 }
+func (r DrainRemaining) empty() bool {
+	return r.Depth == 0 && r.InFlight == 0 && r.Deferred == 0 && r.SpillingChannels == 0
+}
 
 // DrainRemaining counts what the node holds, from the same numbers /stats
 // shows.
@@ -133,7 +138,23 @@ func (n *NSQD) DrainRemaining() DrainRemaining {
 			r.Deferred += int64(cs.DeferredCount)
 		}
 	}
+	for _, t := range n.Topics() {
+		for _, ch := range t.Channels() {
+			if ch.spillInTransit() {
+				r.SpillingChannels++
+			}
+		}
+	}
 	return r
+}
+
+// spillInTransit reports whether the channel's deferred-spill worker has
+// work queued or under way: the messages it holds are in neither the
+// memory nor the disk count meanwhile.
+func (ch *Channel) spillInTransit() bool {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	return ch.spill.busy || len(ch.spill.pending) > 0
 }
 
 // drainStatus is what /info and /stats add while draining.

@@ -87,11 +87,21 @@ func TestLongDeferralSchedule(t *testing.T) {
 		}
 	}
 	published := time.Since(start)
+	heapBurst := heapInUse()
+	// The disk writes are a worker's: wait until it has caught up.
+	waitFor(t, "the deferred-spill worker to catch up", 60*time.Second, func() bool {
+		t, _ := d.GetExistingTopic("schedule")
+		ch, _ := t.GetExistingChannel("c")
+		return !ch.spillInTransit()
+	})
+	settled := time.Since(start)
 	heapAfter := heapInUse()
 	cs, _ := d.channelStats("schedule", "c")
 	inMemory := d.guard.deferredBytes.Load()
-	t.Logf("scheduled %d x %d B over %v in %v: live heap %+.1f MiB, deferred in memory %.2f MiB (budget %.2f MiB), on disk %d",
-		total, bodySize, span, published.Round(time.Millisecond), float64(int64(heapAfter)-int64(heapBefore))/(1<<20),
+	mib := func(before, after uint64) float64 { return float64(int64(after)-int64(before)) / (1 << 20) }
+	t.Logf("scheduled %d x %d B over %v: published in %v (live heap then %+.1f MiB, the spill worker still writing), on disk after %v: live heap %+.1f MiB, deferred in memory %.2f MiB (budget %.2f MiB), on disk %d",
+		total, bodySize, span, published.Round(time.Millisecond), mib(heapBefore, heapBurst),
+		settled.Round(time.Millisecond), mib(heapBefore, heapAfter),
 		float64(inMemory)/(1<<20), float64(budget)/(1<<20), d.channelSpillCount("schedule", "c"))
 	if cs.DeferredCount+int(cs.Depth) != total {
 		t.Fatalf("deferred %d + ready %d, want %d", cs.DeferredCount, cs.Depth, total)

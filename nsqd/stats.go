@@ -81,20 +81,19 @@ type ClientStats struct {
 func (c *client) Stats(topic string) ClientStats {
 	id := c.ident.Load()
 	s := ClientStats{
-		ClientID:       id.clientID,
-		Hostname:       id.hostname,
-		Version:        "V2",
-		RemoteAddress:  c.remoteAddr,
-		State:          c.state.Load(),
-		MessageCount:   c.messageCount.Load(),
-		ConnectTime:    c.connectTS.Unix(),
-		SampleRate:     id.sampleRate,
-		UserAgent:      id.userAgent,
-		TopologyZone:   id.topology.zone,
-		TopologyRegion: id.topology.region,
-		Snappy:         c.tr.compression.Load() == compressSnappy,
-		Deflate:        c.tr.compression.Load() == compressDeflate,
+		ClientID:      id.clientID,
+		Hostname:      id.hostname,
+		Version:       "V2",
+		RemoteAddress: c.remoteAddr,
+		State:         c.state.Load(),
+		MessageCount:  c.messageCount.Load(),
+		ConnectTime:   c.connectTS.Unix(),
+		SampleRate:    id.sampleRate,
+		UserAgent:     id.userAgent,
+		Snappy:        c.tr.compression.Load() == compressSnappy,
+		Deflate:       c.tr.compression.Load() == compressDeflate,
 	}
+	s.TopologyZone, s.TopologyRegion = id.topology.zone, id.topology.region
 	s.setTLS(c.tr.tlsState.Load())
 	s.setAuth(c.authz.get())
 	if sub, _, _ := c.subscription(); sub != nil {

@@ -157,17 +157,21 @@ func TestDrainProcess(t *testing.T) {
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	// Publishers are refused, over TCP and HTTP, once the drain is on.
+	// Once /info says the drain is on, publishers are refused over TCP
+	// and HTTP.
 	deadline = time.Now().Add(10 * time.Second)
 	for {
-		code, body := httpCall(t, "POST", base+"/pub?topic=jobs", "late")
-		if code == http.StatusServiceUnavailable && strings.Contains(body, "DRAINING") {
+		_, info := httpCall(t, "GET", base+"/info", "")
+		if strings.Contains(info, `"draining":true`) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("HTTP publish during the drain: %d %s, want 503 DRAINING", code, body)
+			t.Fatalf("/info after SIGTERM: %s, want draining", info)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+	if code, body := httpCall(t, "POST", base+"/pub?topic=jobs", "late"); code != http.StatusServiceUnavailable || !strings.Contains(body, "DRAINING") {
+		t.Errorf("HTTP publish during the drain: %d %s, want 503 DRAINING", code, body)
 	}
 	p, err := nsq.NewProducer(tcpAddr, nsq.NewConfig())
 	if err != nil {

@@ -93,7 +93,7 @@ func (s *Subscription) setLocality(l locality) {
 	if l != localityNone {
 		ch.topo.aware = true
 	}
-	ch.mu.Unlock()
+	ch.unlock()
 }
 
 // nodeTopology is this node's place.

@@ -153,7 +153,7 @@ func (n *NSQD) DrainRemaining() DrainRemaining {
 // memory nor the disk count meanwhile.
 func (ch *Channel) spillInTransit() bool {
 	ch.mu.Lock()
-	defer ch.mu.Unlock()
+	defer ch.unlock()
 	return ch.spill.busy || len(ch.spill.pending) > 0
 }
 

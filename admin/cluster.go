@@ -229,7 +229,9 @@ func (c *cluster) lookupdProducers(ctx context.Context, lookupds []string) ([]*P
 		var r struct {
 			Producers []lookupdProducer `json:"producers"`
 		}
-		err := c.get(ctx, "nsqlookupd", addr, "/nodes", &r)
+		// Draining nsqds are left out of a plain /nodes (publishers look
+		// there); the admin still shows them. NSQ's lookupd ignores the flag.
+		err := c.get(ctx, "nsqlookupd", addr, "/nodes?include_draining=true", &r)
 		return answer{addr, r.Producers}, err
 	})
 	byAddr := make(map[string]*Producer)

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"strconv"
 	"sync"
 	"time"
 
@@ -206,10 +207,15 @@ func (s *httpServer) channels(_ http.ResponseWriter, r *http.Request, _ httprout
 	}{s.db.Channels(topic)}, nil
 }
 
-func (s *httpServer) nodes(http.ResponseWriter, *http.Request, httprouter.Params) (any, error) {
+// nodes answers /nodes. Draining nodes are left out, so publishers that pick
+// nodes from here stop sending to them, unless ?include_draining=true.
+func (s *httpServer) nodes(_ http.ResponseWriter, r *http.Request, _ httprouter.Params) (any, error) {
+	f := s.filter()
+	includeDraining, _ := strconv.ParseBool(r.URL.Query().Get("include_draining"))
+	f.HideDraining = !includeDraining
 	return struct {
 		Producers []Node `json:"producers"`
-	}{s.db.Nodes(s.filter())}, nil
+	}{s.db.Nodes(f)}, nil
 }
 
 func (s *httpServer) debug(http.ResponseWriter, *http.Request, httprouter.Params) (any, error) {

@@ -132,7 +132,7 @@ func TestHTTPCreateDeleteAndQueries(t *testing.T) {
 	c.identify(4151)
 	c.cmd("REGISTER a ch")
 	id := c.conn.LocalAddr().String()
-	producer := fmt.Sprintf(`{"remote_address":"%s","hostname":"nsqd-host","broadcast_address":"nsqd.test","tcp_port":4150,"http_port":4151,"version":"1.3.0"}`, id)
+	producer := fmt.Sprintf(`{"remote_address":"%s","hostname":"nsqd-host","broadcast_address":"nsqd.test","tcp_port":4150,"http_port":4151,"version":"1.3.0","topology_zone":"","topology_region":""}`, id)
 	if got, want := get("/lookup?topic=a"), `{"channels":["ch"],"producers":[`+producer+`]}`; got != want {
 		t.Errorf("/lookup = %s\nwant      %s", got, want)
 	}
@@ -152,7 +152,7 @@ func TestHTTPCreateDeleteAndQueries(t *testing.T) {
 	e := dbg["topic:a:"][0]
 	if e["id"] != id || e["tombstoned"] != false || e["tombstoned_at"].(float64) >= 0 || e["last_update"].(float64) <= 0 ||
 		e["broadcast_address"] != "nsqd.test" || e["http_port"] != 4151.0 || e["tcp_port"] != 4150.0 ||
-		e["hostname"] != "nsqd-host" || e["version"] != "1.3.0" || len(e) != 9 {
+		e["hostname"] != "nsqd-host" || e["version"] != "1.3.0" || e["topology_zone"] != "" || len(e) != 11 {
 		t.Errorf("/debug entry = %v", e)
 	}
 

@@ -35,6 +35,14 @@ type PeerInfo struct {
 	TCPPort          int    `json:"tcp_port"`
 	HTTPPort         int    `json:"http_port"`
 	Version          string `json:"version"`
+	// TopologyZone and TopologyRegion are where the nsqd runs (NSQ master
+	// #1301).
+	TopologyZone   string `json:"topology_zone"`
+	TopologyRegion string `json:"topology_region"`
+	// Draining: the nsqd refuses new messages and leaves once empty. It is
+	// kept in /lookup (its consumers must find it) but left out of /nodes,
+	// where publishers look for nodes.
+	Draining bool `json:"draining,omitempty"`
 }
 
 // Peer is one identified nsqd connection. id and info never change after

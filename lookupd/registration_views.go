@@ -23,6 +23,7 @@ type ActiveFilter struct {
 	Now               time.Time
 	InactiveTimeout   time.Duration // hide peers not heard from for longer
 	TombstoneLifetime time.Duration // hide producers tombstoned more recently
+	HideDraining      bool          // hide nodes that announced they are draining (/nodes)
 }
 
 // inactive reports whether the peer has not pinged within the timeout.
@@ -132,16 +133,17 @@ type Node struct {
 }
 
 // Nodes answers /nodes: every identified peer heard from within
-// f.InactiveTimeout (tombstoned ones included), with its topics and, per
-// topic, whether a tombstone younger than f.TombstoneLifetime marks it.
-// Sorted by peer id; each peer costs only its own registrations.
+// f.InactiveTimeout (tombstoned ones included; draining ones unless
+// f.HideDraining), with its topics and, per topic, whether a tombstone
+// younger than f.TombstoneLifetime marks it. Sorted by peer id; each peer
+// costs only its own registrations.
 func (db *RegistrationDB) Nodes(f ActiveFilter) []Node {
 	db.mu.RLock()
 	defer db.mu.RUnlock()
 	clients := db.regs[CategoryClient][""][""]
 	ids := make([]string, 0, len(clients))
 	for id, p := range clients {
-		if !f.inactive(p.peer) {
+		if !f.inactive(p.peer) && !(f.HideDraining && p.peer.info.Draining) {
 			ids = append(ids, id)
 		}
 	}
@@ -179,6 +181,8 @@ type DebugProducer struct {
 	TCPPort          int    `json:"tcp_port"`
 	Tombstoned       bool   `json:"tombstoned"`
 	TombstonedAt     int64  `json:"tombstoned_at"`
+	TopologyRegion   string `json:"topology_region"`
+	TopologyZone     string `json:"topology_zone"`
 	Version          string `json:"version"`
 }
 
@@ -204,6 +208,8 @@ func (db *RegistrationDB) Debug() map[string][]DebugProducer {
 						TCPPort:          info.TCPPort,
 						HTTPPort:         info.HTTPPort,
 						Version:          info.Version,
+						TopologyZone:     info.TopologyZone,
+						TopologyRegion:   info.TopologyRegion,
 						LastUpdate:       p.peer.lastUpdate.Load(),
 						Tombstoned:       p.tombstoned,
 						// A zero time gives NSQ's large negative number.

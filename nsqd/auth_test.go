@@ -19,7 +19,8 @@ import (
 type authServer struct {
 	*httptest.Server
 	mu      sync.Mutex
-	queries []url.Values
+	queries []url.Values // query string (GET) or form body (POST)
+	methods []string
 	reply   func(n int, q url.Values) (int, string) // n: 1 for the first query
 }
 
@@ -45,11 +46,20 @@ func newAuthServer(t *testing.T, reply func(int, url.Values) (int, string)) *aut
 			http.NotFound(w, r)
 			return
 		}
+		params := r.URL.Query()
+		if r.Method == http.MethodPost {
+			if r.URL.RawQuery != "" || r.Header.Get("Content-Type") != "application/x-www-form-urlencoded" || r.ParseForm() != nil {
+				http.Error(w, "POST must carry its parameters in a form body only", http.StatusBadRequest)
+				return
+			}
+			params = r.PostForm
+		}
 		a.mu.Lock()
-		a.queries = append(a.queries, r.URL.Query())
+		a.queries = append(a.queries, params)
+		a.methods = append(a.methods, r.Method)
 		n := len(a.queries)
 		a.mu.Unlock()
-		code, body := a.reply(n, r.URL.Query())
+		code, body := a.reply(n, params)
 		w.WriteHeader(code)
 		_, _ = w.Write([]byte(body))
 	}))
@@ -72,9 +82,20 @@ func (a *authServer) last() url.Values {
 	return a.queries[len(a.queries)-1]
 }
 
+func (a *authServer) lastMethod() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.methods[len(a.methods)-1]
+}
+
 func authDaemon(t *testing.T, addrs ...string) *testDaemon {
+	return authDaemonMethod(t, AuthMethodGet, addrs...)
+}
+
+func authDaemonMethod(t *testing.T, method string, addrs ...string) *testDaemon {
 	o := testOptions(t)
 	o.AuthHTTPAddresses = addrs
+	o.AuthHTTPRequestMethod = method
 	return startDaemon(t, o)
 }
 
@@ -89,9 +110,18 @@ func deadAddr(t *testing.T) string {
 	return addr
 }
 
+// TestAuthAllowed runs with both --auth-http-request-method values: the
+// auth server must see the same parameters, in the query string for get
+// and in a form body for post (NSQ master #1487).
 func TestAuthAllowed(t *testing.T) {
+	for _, method := range []string{AuthMethodGet, AuthMethodPost} {
+		t.Run(method, func(t *testing.T) { testAuthAllowed(t, method) })
+	}
+}
+
+func testAuthAllowed(t *testing.T, method string) {
 	as := newAuthServer(t, standardAuthReply)
-	d := authDaemon(t, as.addr())
+	d := authDaemonMethod(t, method, as.addr())
 
 	cfg := nsqConfig()
 	cfg.AuthSecret = "good"
@@ -117,6 +147,9 @@ func TestAuthAllowed(t *testing.T) {
 	}
 	waitFor(t, "messages", 10*time.Second, func() bool { return s.has([]string{"pub", "mpub1", "mpub2", "dpub"}) })
 
+	if got := as.lastMethod(); !strings.EqualFold(got, method) {
+		t.Errorf("auth server asked with %s, want %s", got, method)
+	}
 	q := as.last()
 	if q.Get("secret") != "good" || q.Get("tls") != "false" || q.Get("remote_ip") != "127.0.0.1" || !q.Has("common_name") {
 		t.Errorf("auth query %v", q)

@@ -50,6 +50,7 @@ type Subscription struct {
 	requeued atomic.Uint64
 	closing  bool         // guarded by ch.mu
 	flight   inFlightList // guarded by ch.mu
+	locality locality     // guarded by ch.mu (channel_topology.go)
 }
 
 // Channel is one consumer group of a topic. Messages arrive by fan-out
@@ -95,6 +96,7 @@ type Channel struct {
 	exiting        bool
 	timer          *time.Timer
 	timerAt        int64 // deadline the timer is armed for; 0 = unarmed
+	topo           channelTopology
 }
 
 func newChannel(topicName, name string, ephemeral bool, cfg *queueConfig, e2e *latencyStats, onLastClient func(*Channel)) (*Channel, error) {
@@ -345,6 +347,9 @@ func (ch *Channel) unlock() {
 
 // readySubLocked picks, round-robin, a subscriber with room in its window.
 func (ch *Channel) readySubLocked() *Subscription {
+	if ch.topo.aware {
+		return pickByTopology(ch.subs, &ch.rr)
+	}
 	n := len(ch.subs)
 	for i := 0; i < n; i++ {
 		s := ch.subs[(ch.rr+i)%n]
@@ -389,6 +394,9 @@ func (ch *Channel) deliverLocked(m *Message, s *Subscription, now int64) {
 	s.flight.insert(m)
 	s.inFlight.Add(1)
 	ch.armLocked(m.Priority)
+	if s.locality != localityNone {
+		ch.topo.count(s.locality)
+	}
 	s.consumer.Deliver(m)
 }
 

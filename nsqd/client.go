@@ -55,6 +55,7 @@ type client struct {
 	outputBufferSize  int
 	outputBufTimeout  time.Duration
 	identified        bool
+	topology          topology // IDENTIFY topology_region/topology_zone
 
 	// ident is what stats reports of the fields above; IDENTIFY replaces it
 	// whole, so a concurrent /stats never reads a half-written identity.
@@ -147,11 +148,12 @@ func (c *client) close() {
 type clientIdentity struct {
 	clientID, hostname, userAgent string
 	sampleRate                    int32
+	topology                      topology
 }
 
 // publishIdentity makes the current identity visible to stats.
 func (c *client) publishIdentity() {
-	c.ident.Store(&clientIdentity{c.clientID, c.hostname, c.userAgent, c.sampleRate})
+	c.ident.Store(&clientIdentity{c.clientID, c.hostname, c.userAgent, c.sampleRate, c.topology})
 }
 
 func (c *client) recordPub(topic string, n int) {

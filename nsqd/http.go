@@ -100,9 +100,13 @@ func (s *httpServer) info(http.ResponseWriter, *http.Request, httprouter.Params)
 		MaxOutBufferSize     int64         `json:"max_output_buffer_size"`
 		MaxOutBufferTimeout  time.Duration `json:"max_output_buffer_timeout"`
 		MaxDeflateLevel      int           `json:"max_deflate_level"`
+		TopologyZone         string        `json:"topology_zone"`
+		TopologyRegion       string        `json:"topology_region"`
 		MemoryLimits         MemoryInfo    `json:"memory_limits"`
+		drainStatus
 	}{version.Version, o.BroadcastAddress, host, httpPort, netx.Port(s.n.tcpListener), s.n.startTime.Unix(),
-		o.MaxHeartbeatInterval, o.MaxOutputBufferSize, o.MaxOutputBufferTimeout, o.MaxDeflateLevel, s.n.guard.info()}, nil
+		o.MaxHeartbeatInterval, o.MaxOutputBufferSize, o.MaxOutputBufferTimeout, o.MaxDeflateLevel,
+		o.TopologyZone, o.TopologyRegion, s.n.guard.info(), s.n.drainStatus()}, nil
 }
 
 // query parses the URL query as NSQ does: a malformed one is 400
@@ -161,6 +165,9 @@ func (s *httpServer) publishErr(err error) error {
 	if errors.Is(err, errExiting) {
 		return apiErr(http.StatusServiceUnavailable, "EXITING")
 	}
+	if errors.Is(err, errDraining) {
+		return apiErr(http.StatusServiceUnavailable, "DRAINING")
+	}
 	if errors.Is(err, errMemoryLimit) {
 		// 503 like EXITING: the client should retry later, elsewhere or slower.
 		return apiErr(http.StatusServiceUnavailable, "MEMORY_LIMIT_EXCEEDED: "+err.Error())
@@ -184,7 +191,7 @@ func (s *httpServer) pub(_ http.ResponseWriter, r *http.Request, _ httprouter.Pa
 	var deferFor time.Duration
 	if ds, ok := param(q, "defer"); ok {
 		ms, err := strconv.ParseInt(ds, 10, 64)
-		if err != nil || ms < 0 || ms > s.n.opts.MaxReqTimeout.Milliseconds() {
+		if err != nil || ms < 0 || ms > s.n.opts.deferTimeoutLimit().Milliseconds() {
 			return nil, apiErr(http.StatusBadRequest, "INVALID_DEFER")
 		}
 		deferFor = time.Duration(ms) * time.Millisecond
@@ -334,7 +341,8 @@ func (s *httpServer) stats(w http.ResponseWriter, r *http.Request, _ httprouter.
 		Producers []ClientStats `json:"producers"`
 		// not in NSQ: the memory guard's state and budgets
 		MemoryLimits MemoryInfo `json:"memory_limits"`
-	}{version.Version, health, s.n.startTime.Unix(), topics, mem, producers, s.n.guard.info()}, nil
+		drainStatus
+	}{version.Version, health, s.n.startTime.Unix(), topics, mem, producers, s.n.guard.info(), s.n.drainStatus()}, nil
 }
 
 // boolParam reads NSQ's boolean query values; anything else is def.
@@ -481,6 +489,9 @@ func (s *httpServer) channelCreate(_ http.ResponseWriter, r *http.Request, _ htt
 	if !ok {
 		return nil, apiErr(http.StatusNotFound, "TOPIC_NOT_FOUND")
 	}
+	if err := s.n.refuseNewChannel(t, channel); err != nil {
+		return nil, s.publishErr(err)
+	}
 	if _, err := t.GetChannel(channel); err != nil {
 		return nil, s.publishErr(err)
 	}
@@ -528,6 +539,14 @@ func (s *httpServer) getConfig(_ http.ResponseWriter, _ *http.Request, ps httpro
 }
 
 func (s *httpServer) putConfig(_ http.ResponseWriter, r *http.Request, ps httprouter.Params) (any, error) {
+	switch ps.ByName("opt") {
+	case "drain": // takes no value
+		s.n.Drain()
+		return nil, nil
+	case "shutdown":
+		s.n.RequestShutdown()
+		return nil, nil
+	}
 	limit := s.n.opts.MaxMsgSize // as NSQ
 	body, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
 	if err != nil {

@@ -185,6 +185,7 @@ func TestHTTPInfo(t *testing.T) {
 	m := d.getJSON("/info")
 	expectKeys(t, "/info", m, "version", "broadcast_address", "hostname", "http_port", "tcp_port", "start_time",
 		"max_heartbeat_interval", "max_output_buffer_size", "max_output_buffer_timeout", "max_deflate_level",
+		"topology_zone", "topology_region", // NSQ master (#1301)
 		"memory_limits") // memory_limits is ours, not NSQ's
 	port := func(addr string) float64 {
 		_, p, _ := net.SplitHostPort(addr)
@@ -427,7 +428,8 @@ func TestHTTPStatsJSON(t *testing.T) {
 	clientKeys := []string{"client_id", "hostname", "version", "remote_address", "state", "ready_count",
 		"in_flight_count", "message_count", "finish_count", "requeue_count", "connect_ts", "sample_rate",
 		"deflate", "snappy", "user_agent", "tls", "tls_cipher_suite", "tls_version", "tls_negotiated_protocol",
-		"tls_negotiated_protocol_is_mutual"}
+		"tls_negotiated_protocol_is_mutual",
+		"topology_zone", "topology_region"} // NSQ master (#1301)
 	cl := ca["clients"].([]any)[0].(map[string]any)
 	expectKeys(t, "consumer client", cl, clientKeys...)
 	if cl["version"] != "V2" || cl["state"] != float64(stateSubscribed) || cl["message_count"] != float64(7) ||

@@ -25,6 +25,8 @@ type identifyRequest struct {
 	SampleRate          int32  `json:"sample_rate"`
 	UserAgent           string `json:"user_agent"`
 	MsgTimeout          int    `json:"msg_timeout"`
+	TopologyRegion      string `json:"topology_region"`
+	TopologyZone        string `json:"topology_zone"`
 }
 
 type identifyResponse struct {
@@ -41,6 +43,8 @@ type identifyResponse struct {
 	AuthRequired        bool   `json:"auth_required"`
 	OutputBufferSize    int    `json:"output_buffer_size"`
 	OutputBufferTimeout int64  `json:"output_buffer_timeout"`
+	TopologyRegion      string `json:"topology_region"`
+	TopologyZone        string `json:"topology_zone"`
 }
 
 // identifySettings are the validated values IDENTIFY applies.
@@ -139,6 +143,7 @@ func (c *client) identify(_ [][]byte, body []byte) ([]byte, error) {
 		c.hostname = req.Hostname
 	}
 	c.userAgent = req.UserAgent
+	c.topology = topology{region: req.TopologyRegion, zone: req.TopologyZone}
 	c.msgTimeout = s.msgTimeout
 	c.sampleRate = s.sampleRate
 	c.outputBufTimeout = s.outputBufTime
@@ -171,6 +176,8 @@ func (c *client) identify(_ [][]byte, body []byte) ([]byte, error) {
 		AuthRequired:        c.n.authEnabled(),
 		OutputBufferSize:    c.outputBufferSize,
 		OutputBufferTimeout: c.outputBufTimeout.Milliseconds(),
+		TopologyRegion:      c.n.opts.TopologyRegion,
+		TopologyZone:        c.n.opts.TopologyZone,
 	})
 	if err != nil {
 		return nil, wire.NewFatalClientErr("E_IDENTIFY_FAILED", "IDENTIFY failed %s", err)

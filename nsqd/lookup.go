@@ -13,6 +13,12 @@ import (
 
 // startLookup connects to the configured nsqlookupds (PROTOCOL.md §E).
 func (n *NSQD) startLookup() {
+	n.lookup = lookuppeer.NewManager(n.lookupIdentity(), n.registrations, n.log)
+	n.lookup.Start(n.opts.NSQLookupdTCPAddresses)
+}
+
+// lookupIdentity is what this node announces to nsqlookupd now.
+func (n *NSQD) lookupIdentity() lookuppeer.Identity {
 	host, _ := os.Hostname()
 	tcpPort, httpPort := n.opts.BroadcastTCPPort, n.opts.BroadcastHTTPPort
 	if tcpPort == 0 {
@@ -21,14 +27,24 @@ func (n *NSQD) startLookup() {
 	if httpPort == 0 && n.httpListener != nil {
 		httpPort = netx.Port(n.httpListener)
 	}
-	n.lookup = lookuppeer.NewManager(lookuppeer.Identity{
+	return lookuppeer.Identity{
 		BroadcastAddress: n.opts.BroadcastAddress,
 		Hostname:         host,
 		Version:          version.Version,
 		TCPPort:          tcpPort,
 		HTTPPort:         httpPort,
-	}, n.registrations, n.log)
-	n.lookup.Start(n.opts.NSQLookupdTCPAddresses)
+		TopologyZone:     n.opts.TopologyZone,
+		TopologyRegion:   n.opts.TopologyRegion,
+		Draining:         n.Draining(),
+	}
+}
+
+// announceIdentity re-identifies with every nsqlookupd (after a drain
+// starts).
+func (n *NSQD) announceIdentity() {
+	if n.lookup != nil {
+		n.lookup.SetIdentity(n.lookupIdentity())
+	}
 }
 
 // registrations lists what lookupd must know: every channel, or the bare

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -58,6 +59,8 @@ type NSQD struct {
 	metaMu    sync.Mutex    // serialises nsqd.dat writes
 	metaDirty chan struct{} // signals persistLoop; capacity 1
 
+	life lifecycle // drain mode and self-stop (drain_mode.go)
+
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -85,6 +88,7 @@ func New(opts *Options) (*NSQD, error) {
 		topics:    make(map[string]*Topic),
 		clients:   make(map[int64]*client),
 		metaDirty: make(chan struct{}, 1),
+		life:      newLifecycle(),
 	}
 	lvl, err := logging.ParseLevel(opts.LogLevel)
 	if err != nil {
@@ -107,6 +111,7 @@ func New(opts *Options) (*NSQD, error) {
 	if len(opts.AuthHTTPAddresses) > 0 {
 		n.authClient = auth.NewClient(opts.AuthHTTPAddresses, n.clientTLSConfig,
 			opts.HTTPClientConnectTimeout, opts.HTTPClientRequestTimeout)
+		n.authClient.Method = strings.ToUpper(opts.AuthHTTPRequestMethod)
 	}
 	n.qcfg = newQueueConfig(opts, n.log)
 	if n.guard, err = newMemoryGuard(opts, n.log); err != nil {
@@ -337,6 +342,10 @@ func (n *NSQD) getTopic(name string, notify bool) (*Topic, error) {
 		n.mu.Unlock()
 		return nil, errExiting
 	}
+	if n.Draining() {
+		n.mu.Unlock()
+		return nil, errDraining
+	}
 	t, err := newTopic(name, n.qcfg, topicHooks{
 		channelCreated:  n.onChannelCreated,
 		channelDeleted:  n.onChannelDeleted,
@@ -467,6 +476,9 @@ func (n *NSQD) persistLoop() {
 
 // publish assigns IDs and timestamps to bodies and puts them on the topic.
 func (n *NSQD) publish(t *Topic, bodies [][]byte, deferFor time.Duration) error {
+	if n.Draining() {
+		return errDraining
+	}
 	if err := n.guard.checkPublish(); err != nil {
 		return err
 	}
@@ -519,7 +531,7 @@ func (n *NSQD) setHealth(err error) {
 		}
 		return
 	}
-	if errors.Is(err, errExiting) || errors.Is(err, errMemoryLimit) || errors.Is(err, errChannelClosed) {
+	if errors.Is(err, errExiting) || errors.Is(err, errDraining) || errors.Is(err, errMemoryLimit) || errors.Is(err, errChannelClosed) {
 		return
 	}
 	h := &healthState{msg: err.Error()}
@@ -593,6 +605,9 @@ func validateOptions(o *Options) error {
 	}
 	if o.MaxRdyCount <= 0 {
 		return errors.New("--max-rdy-count must be positive")
+	}
+	if err := validateOpsOptions(o); err != nil {
+		return err
 	}
 	if o.StatsdAddress != "" && (o.StatsdInterval <= 0 || o.StatsdUDPPacketSize <= 0) {
 		return errors.New("--statsd-interval and --statsd-udp-packet-size must be positive")

@@ -2,10 +2,12 @@ package nsqd
 
 import (
 	"crypto/md5"
+	"fmt"
 	"hash/crc32"
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"time"
 )
 
@@ -34,6 +36,19 @@ type Options struct {
 	// AuthHTTPPublishOpen lets HTTP /pub and /mpub publish without an auth
 	// secret while auth is enabled, as NSQ does (http_auth.go).
 	AuthHTTPPublishOpen bool `flag:"auth-http-publish-open"`
+	// AuthHTTPRequestMethod is how auth servers are asked: "get" (query
+	// string, NSQ v1.3.0) or "post" (the same parameters as a form body).
+	AuthHTTPRequestMethod string `flag:"auth-http-request-method"`
+
+	// TopologyRegion and TopologyZone place this node for zone-aware
+	// delivery (with the topology-aware-consumption experiment) and are
+	// announced to nsqlookupd.
+	TopologyRegion string `flag:"topology-region"`
+	TopologyZone   string `flag:"topology-zone"`
+	// Experiments are the --enable-experiment values.
+	Experiments []string `flag:"enable-experiment" cfg:"enable_experiment"`
+	// SigtermMode is what SIGTERM does: SigtermCleanShutdown or SigtermDrain.
+	SigtermMode string `flag:"sigterm"`
 
 	// diskqueue options
 	DataPath        string        `flag:"data-path"`
@@ -54,7 +69,9 @@ type Options struct {
 	MaxMsgSize    int64         `flag:"max-msg-size"`
 	MaxBodySize   int64         `flag:"max-body-size"`
 	MaxReqTimeout time.Duration `flag:"max-req-timeout"`
-	ClientTimeout time.Duration
+	// MaxDeferTimeout bounds DPUB's delay; 0 means MaxReqTimeout.
+	MaxDeferTimeout time.Duration `flag:"max-defer-timeout"`
+	ClientTimeout   time.Duration
 
 	// client overridable configuration options
 	MaxHeartbeatInterval   time.Duration `flag:"max-heartbeat-interval"`
@@ -113,6 +130,47 @@ const (
 	TLSRequired
 )
 
+// Experiment names an experimental feature of --enable-experiment.
+type Experiment string
+
+// TopologyAwareConsumption makes channels prefer consumers in this node's
+// zone, then its region (NSQ master #1301).
+const TopologyAwareConsumption Experiment = "topology-aware-consumption"
+
+// AllExperiments lists every valid --enable-experiment value.
+func AllExperiments() []Experiment { return []Experiment{TopologyAwareConsumption} }
+
+// HasExperiment reports whether e was enabled.
+func (o *Options) HasExperiment(e Experiment) bool {
+	for _, v := range o.Experiments {
+		if Experiment(v) == e {
+			return true
+		}
+	}
+	return false
+}
+
+// Values of --sigterm.
+const (
+	SigtermCleanShutdown = "clean-shutdown"
+	SigtermDrain         = "drain"
+)
+
+// Values of --auth-http-request-method.
+const (
+	AuthMethodGet  = "get"
+	AuthMethodPost = "post"
+)
+
+// deferTimeoutLimit is DPUB's bound: --max-defer-timeout, or
+// --max-req-timeout when that is unset.
+func (o *Options) deferTimeoutLimit() time.Duration {
+	if o.MaxDeferTimeout > 0 {
+		return o.MaxDeferTimeout
+	}
+	return o.MaxReqTimeout
+}
+
 // NewOptions returns NSQ v1.3.0's defaults.
 func NewOptions() *Options {
 	hostname, err := os.Hostname()
@@ -136,6 +194,9 @@ func NewOptions() *Options {
 
 		NSQLookupdTCPAddresses: make([]string, 0),
 		AuthHTTPAddresses:      make([]string, 0),
+		AuthHTTPRequestMethod:  AuthMethodGet,
+		Experiments:            make([]string, 0),
+		SigtermMode:            SigtermCleanShutdown,
 
 		HTTPClientConnectTimeout: 2 * time.Second,
 		HTTPClientRequestTimeout: 5 * time.Second,
@@ -180,4 +241,36 @@ func NewOptions() *Options {
 
 		TLSMinVersion: 0x0301, // tls.VersionTLS10
 	}
+}
+
+// validateOpsOptions checks the options of drain mode, zone-aware delivery,
+// auth over POST and long deferrals.
+func validateOpsOptions(o *Options) error {
+	if err := oneOf("sigterm", &o.SigtermMode, SigtermCleanShutdown, SigtermDrain); err != nil {
+		return err
+	}
+	if err := oneOf("auth-http-request-method", &o.AuthHTTPRequestMethod, AuthMethodGet, AuthMethodPost); err != nil {
+		return err
+	}
+	for _, e := range o.Experiments {
+		if !slices.Contains(AllExperiments(), Experiment(e)) {
+			return fmt.Errorf("--enable-experiment: unknown experiment %q (valid: %v)", e, AllExperiments())
+		}
+	}
+	if o.MaxDeferTimeout < 0 {
+		return fmt.Errorf("--max-defer-timeout must be >= 0, got %v", o.MaxDeferTimeout)
+	}
+	return nil
+}
+
+// oneOf checks that *v is one of valid; "" becomes valid[0], the default.
+func oneOf(flag string, v *string, valid ...string) error {
+	if *v == "" {
+		*v = valid[0]
+		return nil
+	}
+	if !slices.Contains(valid, *v) {
+		return fmt.Errorf("--%s must be one of %q, got %q", flag, valid, *v)
+	}
+	return nil
 }

@@ -637,7 +637,9 @@ func TestIdentifyNegotiation(t *testing.T) {
 	}
 	sort.Strings(keys)
 	want := []string{"auth_required", "deflate", "deflate_level", "max_deflate_level", "max_msg_timeout", "max_rdy_count",
-		"msg_timeout", "output_buffer_size", "output_buffer_timeout", "sample_rate", "snappy", "tls_v1", "version"}
+		"msg_timeout", "output_buffer_size", "output_buffer_timeout", "sample_rate", "snappy", "tls_v1",
+		"topology_region", "topology_zone", // NSQ master (#1301)
+		"version"}
 	if strings.Join(keys, ",") != strings.Join(want, ",") {
 		t.Fatalf("reply keys %v, want %v", keys, want)
 	}

@@ -291,7 +291,7 @@ func checkDPUB(c *client, params [][]byte) error {
 	if err != nil {
 		return wire.NewFatalClientErr("E_INVALID", "DPUB could not parse timeout %s", params[2])
 	}
-	max := c.n.opts.MaxReqTimeout.Milliseconds()
+	max := c.n.opts.deferTimeoutLimit().Milliseconds()
 	if ms < 0 || ms > max {
 		return wire.NewFatalClientErr("E_INVALID", "DPUB timeout %d out of range 0-%d", ms, max)
 	}
@@ -395,6 +395,9 @@ func (c *client) subscribe(params [][]byte, _ []byte) ([]byte, error) {
 		if err != nil {
 			return nil, wire.NewFatalClientErr("E_SUB_FAILED", "SUB failed %s", err)
 		}
+		if err := c.n.refuseNewChannel(t, channelName); err != nil {
+			return nil, wire.NewFatalClientErr("E_SUB_FAILED", "SUB failed %s", err)
+		}
 		ch, err := t.GetChannel(channelName)
 		if err != nil {
 			lastErr = err
@@ -408,6 +411,7 @@ func (c *client) subscribe(params [][]byte, _ []byte) ([]byte, error) {
 			lastErr = err
 			continue
 		}
+		c.n.placeSubscription(sub, c.topology)
 		c.subMu.Lock()
 		c.sub, c.topic, c.channel = sub, t, ch
 		c.subMu.Unlock()

@@ -29,6 +29,9 @@ type ChannelStats struct {
 	InFlightCount        int              `json:"in_flight_count"`
 	DeferredCount        int              `json:"deferred_count"`
 	MessageCount         uint64           `json:"message_count"`
+	ZoneLocalMsgCount    uint64           `json:"zone_local_msg_count,omitempty"`
+	RegionLocalMsgCount  uint64           `json:"region_local_msg_count,omitempty"`
+	GlobalMsgCount       uint64           `json:"global_msg_count,omitempty"`
 	RequeueCount         uint64           `json:"requeue_count"`
 	TimeoutCount         uint64           `json:"timeout_count"`
 	ClientCount          int              `json:"client_count"`
@@ -63,6 +66,8 @@ type ClientStats struct {
 	Authed                        bool       `json:"authed,omitempty"`
 	AuthIdentity                  string     `json:"auth_identity,omitempty"`
 	AuthIdentityURL               string     `json:"auth_identity_url,omitempty"`
+	TopologyZone                  string     `json:"topology_zone"`
+	TopologyRegion                string     `json:"topology_region"`
 	PubCounts                     []PubCount `json:"pub_counts,omitempty"`
 	TLS                           bool       `json:"tls"`
 	CipherSuite                   string     `json:"tls_cipher_suite"`
@@ -88,6 +93,7 @@ func (c *client) Stats(topic string) ClientStats {
 		Snappy:        c.tr.compression.Load() == compressSnappy,
 		Deflate:       c.tr.compression.Load() == compressDeflate,
 	}
+	s.TopologyZone, s.TopologyRegion = id.topology.zone, id.topology.region
 	s.setTLS(c.tr.tlsState.Load())
 	s.setAuth(c.authz.get())
 	if sub, _, _ := c.subscription(); sub != nil {
@@ -166,6 +172,9 @@ func (ch *Channel) stats(includeClients bool, topic string) ChannelStats {
 		MessageCount:         snap.messageCount,
 		RequeueCount:         snap.requeueCount,
 		TimeoutCount:         snap.timeoutCount,
+		ZoneLocalMsgCount:    ch.topo.zoneLocal.Load(),
+		RegionLocalMsgCount:  ch.topo.regionLocal.Load(),
+		GlobalMsgCount:       ch.topo.global.Load(),
 		ClientCount:          int(snap.subs),
 		Paused:               snap.paused,
 		E2eProcessingLatency: ch.e2e.result(),

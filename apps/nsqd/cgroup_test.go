@@ -134,12 +134,15 @@ func sigterm(t testing.TB, cmd *exec.Cmd, exited <-chan error) {
 	}
 }
 
-func buildNSQD(t testing.TB) string {
+func buildNSQD(t testing.TB) string { return buildBinary(t, ".", "nsqd") }
+
+// buildBinary builds the main package pkg into a temporary file called name.
+func buildBinary(t testing.TB, pkg, name string) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "nsqd")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	bin := filepath.Join(t.TempDir(), name)
+	out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput()
 	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+		t.Fatalf("go build %s: %v\n%s", pkg, err, out)
 	}
 	return bin
 }

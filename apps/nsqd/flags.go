@@ -138,6 +138,7 @@ func newFlagSet(opts *nsqd.Options) *flag.FlagSet {
 	authHTTPAddresses := stringArray{}
 	fs.Var(&authHTTPAddresses, "auth-http-address", "<addr>:<port> or a full url to query auth server (may be given multiple times)")
 	fs.Bool("auth-http-publish-open", opts.AuthHTTPPublishOpen, "with auth enabled, let HTTP /pub and /mpub publish without an X-NSQ-Auth-Secret header (NSQ's behaviour)")
+	fs.String("auth-http-request-method", opts.AuthHTTPRequestMethod, "HTTP method for auth server requests: get (parameters in the query string) or post (parameters in a form body)")
 	fs.String("broadcast-address", opts.BroadcastAddress, "address that will be registered with lookupd (defaults to the OS hostname)")
 	fs.Int("broadcast-tcp-port", opts.BroadcastTCPPort, "TCP port that will be registered with lookupd (defaults to the TCP port that this nsqd is listening on)")
 	fs.Int("broadcast-http-port", opts.BroadcastHTTPPort, "HTTP port that will be registered with lookupd (defaults to the HTTP port that this nsqd is listening on)")
@@ -159,6 +160,7 @@ func newFlagSet(opts *nsqd.Options) *flag.FlagSet {
 	fs.Duration("max-msg-timeout", opts.MaxMsgTimeout, "maximum duration before a message will timeout")
 	fs.Int64("max-msg-size", opts.MaxMsgSize, "maximum size of a single message in bytes")
 	fs.Duration("max-req-timeout", opts.MaxReqTimeout, "maximum requeuing timeout for a message")
+	fs.Duration("max-defer-timeout", opts.MaxDeferTimeout, "maximum DPUB delay (0 = --max-req-timeout); deferred messages beyond --max-deferred-memory wait on disk")
 	fs.Int64("max-body-size", opts.MaxBodySize, "maximum size of a single command body")
 
 	fs.Duration("max-heartbeat-interval", opts.MaxHeartbeatInterval, "maximum client configurable duration of time between client heartbeats")
@@ -196,10 +198,24 @@ func newFlagSet(opts *nsqd.Options) *flag.FlagSet {
 	fs.Int64("max-deferred-memory", opts.MaxDeferredMemory, "bytes of deferred messages kept in memory (0 = a tenth of the soft limit)")
 	fs.Duration("memory-monitor-interval", opts.MemoryMonitorInterval, "how often memory usage is sampled")
 
+	fs.String("topology-region", opts.TopologyRegion, "a region is a larger domain made of one or more zones; with topology-aware-consumption, consumers in this region are preferred after those in this zone")
+	fs.String("topology-zone", opts.TopologyZone, "a zone is a logical failure domain; with topology-aware-consumption, consumers in this zone are preferred")
+	experiments := stringArray{}
+	fs.Var(&experiments, "enable-experiment", fmt.Sprintf("enable an experimental feature (may be given multiple times) (valid options: %s)", experimentNames()))
+	fs.String("sigterm", opts.SigtermMode, "what SIGTERM does: clean-shutdown (stop now, keeping queued messages on disk) or drain (refuse new messages, deliver what remains, exit when empty)")
+
 	fs.Bool("deflate", opts.DeflateEnabled, "enable deflate feature negotiation (client compression)")
 	fs.Int("max-deflate-level", opts.MaxDeflateLevel, "max deflate compression level a client can negotiate (> values == > nsqd CPU usage)")
 	fs.Bool("snappy", opts.SnappyEnabled, "enable snappy feature negotiation (client compression)")
 	return fs
+}
+
+func experimentNames() string {
+	var names []string
+	for _, e := range nsqd.AllExperiments() {
+		names = append(names, strconv.Quote(string(e)))
+	}
+	return strings.Join(names, ", ")
 }
 
 // normaliseConfig converts config-file values that NSQ writes as strings

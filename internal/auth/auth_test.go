@@ -129,3 +129,35 @@ func TestQueryTimeout(t *testing.T) {
 		t.Errorf("err %v after %v", err, time.Since(start))
 	}
 }
+
+// TestQueryPOST: with Method POST the parameters travel as a form body and
+// the URL carries none of them (the secret stays out of access logs).
+func TestQueryPOST(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost || r.URL.RawQuery != "" ||
+			r.Header.Get("Content-Type") != "application/x-www-form-urlencoded" {
+			http.Error(w, "want a form POST without a query string", 400)
+			return
+		}
+		if err := r.ParseForm(); err != nil {
+			http.Error(w, err.Error(), 400)
+			return
+		}
+		f := r.PostForm
+		if f.Get("secret") != "s3cret" || f.Get("remote_ip") != "10.0.0.1" || f.Get("tls") != "false" || !f.Has("common_name") {
+			http.Error(w, "bad form "+f.Encode(), 400)
+			return
+		}
+		w.Write([]byte(`{"ttl":5,"identity":"posted","authorizations":[]}`))
+	}))
+	defer srv.Close()
+	c := NewClient([]string{srv.URL + "/auth"}, nil, time.Second, time.Second)
+	c.Method = http.MethodPost
+	st, err := c.Query(context.Background(), Request{RemoteIP: "10.0.0.1", Secret: "s3cret"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Identity != "posted" {
+		t.Errorf("identity %q", st.Identity)
+	}
+}

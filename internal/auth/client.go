@@ -28,6 +28,13 @@ type Request struct {
 
 // Client queries a list of auth servers.
 type Client struct {
+	// Method is how a server is asked: http.MethodGet (or "", NSQ v1.3.0)
+	// puts the parameters in the query string, http.MethodPost (NSQ
+	// master's --auth-http-request-method=post) in a form body, which keeps
+	// the secret out of the auth server's access logs. Set it before the
+	// first Query.
+	Method string
+
 	endpoints []string
 	http      *http.Client
 	now       func() time.Time
@@ -91,15 +98,10 @@ func (c *Client) query(ctx context.Context, endpoint string, req Request) (*Stat
 	v.Set("tls", fmt.Sprint(req.TLS))
 	v.Set("secret", req.Secret)
 	v.Set("common_name", req.CommonName)
-	sep := "?"
-	if strings.Contains(endpoint, "?") {
-		sep = "&"
-	}
-	hr, err := http.NewRequestWithContext(ctx, http.MethodGet, endpoint+sep+v.Encode(), nil)
+	hr, err := c.newRequest(ctx, endpoint, v)
 	if err != nil {
 		return nil, err
 	}
-	hr.Header.Set("Accept", "application/vnd.nsq; version=1.0")
 	resp, err := c.http.Do(hr)
 	if err != nil {
 		// the URL carries the secret: report the cause only
@@ -128,4 +130,27 @@ func (c *Client) query(ctx context.Context, endpoint string, req Request) (*Stat
 		return nil, err
 	}
 	return &st, nil
+}
+
+// newRequest asks endpoint about the parameters v, by c.Method.
+func (c *Client) newRequest(ctx context.Context, endpoint string, v url.Values) (*http.Request, error) {
+	var hr *http.Request
+	var err error
+	if strings.EqualFold(c.Method, http.MethodPost) {
+		hr, err = http.NewRequestWithContext(ctx, http.MethodPost, endpoint, strings.NewReader(v.Encode()))
+		if err == nil {
+			hr.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		}
+	} else {
+		sep := "?"
+		if strings.Contains(endpoint, "?") {
+			sep = "&"
+		}
+		hr, err = http.NewRequestWithContext(ctx, http.MethodGet, endpoint+sep+v.Encode(), nil)
+	}
+	if err != nil {
+		return nil, err
+	}
+	hr.Header.Set("Accept", "application/vnd.nsq; version=1.0")
+	return hr, nil
 }

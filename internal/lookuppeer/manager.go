@@ -18,6 +18,29 @@ type Identity struct {
 	Version          string
 	TCPPort          int
 	HTTPPort         int
+	// TopologyZone and TopologyRegion place the node (NSQ master #1301).
+	TopologyZone   string
+	TopologyRegion string
+	// Draining tells lookupd the node takes no new messages: it stays in
+	// /lookup for consumers but leaves /nodes, where publishers look.
+	Draining bool
+}
+
+// encode is the IDENTIFY body. The field names are NSQ's (draining is
+// ours); an encoding error cannot happen for strings, ints and bools.
+func (id Identity) encode() []byte {
+	js, _ := json.Marshal(struct {
+		BroadcastAddress string `json:"broadcast_address"`
+		Hostname         string `json:"hostname"`
+		HTTPPort         int    `json:"http_port"`
+		TCPPort          int    `json:"tcp_port"`
+		Version          string `json:"version"`
+		TopologyZone     string `json:"topology_zone"`
+		TopologyRegion   string `json:"topology_region"`
+		Draining         bool   `json:"draining,omitempty"`
+	}{id.BroadcastAddress, id.Hostname, id.HTTPPort, id.TCPPort, id.Version,
+		id.TopologyZone, id.TopologyRegion, id.Draining})
+	return js
 }
 
 // Registration names a topic, or one of its channels when Channel is set.
@@ -46,14 +69,14 @@ type Manager struct {
 	MinBackoff   time.Duration // first wait before a reconnect
 	MaxBackoff   time.Duration // cap of the doubling wait
 
-	identify []byte // IDENTIFY JSON, encoded once
 	snapshot func() []Registration
 	logger   *slog.Logger
 
-	mu     sync.Mutex // guards peers, order and closed
-	peers  map[string]*peer
-	order  []string // peer addresses in the order given
-	closed bool
+	mu       sync.Mutex // guards identify, peers, order and closed
+	identify []byte     // IDENTIFY JSON, encoded once per identity
+	peers    map[string]*peer
+	order    []string // peer addresses in the order given
+	closed   bool
 
 	wg sync.WaitGroup // one per peer goroutine
 }
@@ -66,17 +89,8 @@ func NewManager(id Identity, snapshot func() []Registration, logger *slog.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	// The field names are NSQ's; an encoding error cannot happen for
-	// strings and ints.
-	js, _ := json.Marshal(struct {
-		BroadcastAddress string `json:"broadcast_address"`
-		Hostname         string `json:"hostname"`
-		HTTPPort         int    `json:"http_port"`
-		TCPPort          int    `json:"tcp_port"`
-		Version          string `json:"version"`
-	}{id.BroadcastAddress, id.Hostname, id.HTTPPort, id.TCPPort, id.Version})
 	return &Manager{
-		identify: js,
+		identify: id.encode(),
 		snapshot: snapshot,
 		logger:   logger,
 		peers:    make(map[string]*peer),
@@ -113,13 +127,7 @@ func (m *Manager) SetAddresses(addrs []string) {
 	}
 	for _, addr := range order {
 		if m.peers[addr] == nil {
-			p := newPeer(addr, m.config(), m.logger.With("lookupd", addr))
-			m.peers[addr] = p
-			m.wg.Add(1)
-			go func() {
-				defer m.wg.Done()
-				p.run()
-			}()
+			m.peers[addr] = m.startPeerLocked(addr)
 		}
 	}
 	m.order = order
@@ -127,6 +135,40 @@ func (m *Manager) SetAddresses(addrs []string) {
 	for _, p := range stopped {
 		<-p.done
 	}
+}
+
+// SetIdentity announces id from now on. lookupd takes IDENTIFY once per
+// connection, so every lookupd is reconnected: it forgets the old session
+// and hears the new identity and every registration again. It returns once
+// the old sessions have ended.
+func (m *Manager) SetIdentity(id Identity) {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return
+	}
+	m.identify = id.encode()
+	old := make([]*peer, 0, len(m.peers))
+	for addr, p := range m.peers {
+		p.cancel()
+		old = append(old, p)
+		m.peers[addr] = m.startPeerLocked(addr)
+	}
+	m.mu.Unlock()
+	for _, p := range old {
+		<-p.done
+	}
+}
+
+// startPeerLocked starts a peer goroutine for addr. mu held on entry.
+func (m *Manager) startPeerLocked(addr string) *peer {
+	p := newPeer(addr, m.config(), m.logger.With("lookupd", addr))
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		p.run()
+	}()
+	return p
 }
 
 // config snapshots the tunables for a new peer. mu held on entry.

@@ -28,6 +28,19 @@ type failer interface {
 	Err() <-chan error
 }
 
+// sigtermHandler is implemented by daemons that may take SIGTERM over
+// (nsqd --sigterm=drain): true means the daemon handles it and will stop
+// by itself through finisher.
+type sigtermHandler interface {
+	HandleSIGTERM() bool
+}
+
+// finisher is implemented by daemons that can finish by themselves (a
+// completed drain): Done's closing stops the program cleanly, exit 0.
+type finisher interface {
+	Done() <-chan struct{}
+}
+
 // Run builds the daemon with build (which binds listeners and reports
 // start-up errors), starts it and blocks until a signal or a failure, then
 // shuts it down within shutdownTimeout.
@@ -40,15 +53,24 @@ func Run(build func() (Daemon, error), shutdownTimeout time.Duration) error {
 	sigc := make(chan os.Signal, 1)
 	signal.Notify(sigc, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigc)
+	p := &program{build: build, ctx: ctx, cancel: cancel, timeout: shutdownTimeout}
 	go func() {
-		select {
-		case <-sigc:
-			cancel()
-		case <-ctx.Done():
+		for {
+			select {
+			case sig := <-sigc:
+				if sig == syscall.SIGTERM && p.handleSIGTERM() {
+					continue
+				}
+				cancel()
+				return
+			case <-ctx.Done():
+				return
+			}
 		}
 	}()
-	p := &program{build: build, ctx: ctx, cancel: cancel, timeout: shutdownTimeout}
-	return svc.Run(p, syscall.SIGINT, syscall.SIGTERM)
+	// go-svc hears only SIGINT: SIGTERM is ours to hand to the daemon, and
+	// go-svc acts on the first signal it hears.
+	return svc.Run(p, syscall.SIGINT)
 }
 
 type program struct {
@@ -58,6 +80,15 @@ type program struct {
 	cancel  context.CancelFunc
 	timeout time.Duration
 	fatal   atomic.Pointer[error]
+	// sigterm is the started daemon's SIGTERM handler, nil before Start
+	// or when it has none.
+	sigterm atomic.Pointer[sigtermHandler]
+}
+
+// handleSIGTERM reports whether the started daemon took SIGTERM over.
+func (p *program) handleSIGTERM() bool {
+	h := p.sigterm.Load()
+	return h != nil && (*h).HandleSIGTERM()
 }
 
 func (p *program) Init(env svc.Environment) error {
@@ -79,6 +110,18 @@ func (p *program) Init(env svc.Environment) error {
 func (p *program) Start() error {
 	if err := p.daemon.Start(); err != nil {
 		return err
+	}
+	if h, ok := p.daemon.(sigtermHandler); ok {
+		p.sigterm.Store(&h)
+	}
+	if f, ok := p.daemon.(finisher); ok {
+		go func() {
+			select {
+			case <-f.Done():
+				p.cancel()
+			case <-p.ctx.Done():
+			}
+		}()
 	}
 	if f, ok := p.daemon.(failer); ok {
 		go func() {

@@ -1,0 +1,186 @@
+package nsqd
+
+import (
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Drain mode (NSQ RFC #1302): a node about to leave refuses new messages,
+// topics and channels, keeps delivering what it holds (deferred messages
+// once due), stays findable by consumers through nsqlookupd, and finishes
+// by itself once nothing is left. A drain cannot be cancelled; a clean
+// shutdown may cut it short.
+
+// errDraining refuses new messages, topics and channels while draining.
+var errDraining = errors.New("draining")
+
+// drainCheckInterval is how often a draining node looks whether it is empty.
+// Emptiness is a property of every queue together, so a poll is simpler and
+// cheaper than a notification from each of them; the cost is one Stats walk
+// per interval, only while draining.
+const drainCheckInterval = 100 * time.Millisecond
+
+// lifecycle is the drain and self-stop state of a daemon.
+type lifecycle struct {
+	draining atomic.Bool
+	doneOnce sync.Once
+	done     chan struct{} // closed when the daemon is finished by itself
+}
+
+func newLifecycle() lifecycle { return lifecycle{done: make(chan struct{})} }
+
+// finish reports the daemon finished: drained, or asked to shut down.
+func (l *lifecycle) finish() { l.doneOnce.Do(func() { close(l.done) }) }
+
+// Done is closed when the daemon has finished by itself: a drain completed
+// (every topic and channel empty, nothing in flight or deferred) or a clean
+// shutdown was asked for with PUT /config/shutdown. Its owner then calls
+// Shutdown; apps/nsqd exits 0.
+func (n *NSQD) Done() <-chan struct{} { return n.life.done }
+
+// Draining reports whether a drain has started.
+func (n *NSQD) Draining() bool { return n.life.draining.Load() }
+
+// Drain starts a drain; a second call does nothing. From now on publishes
+// and new topics and channels are refused, nsqlookupd is told this node is
+// draining (so it stops offering it to publishers but still to consumers),
+// and Done is closed once nothing remains.
+func (n *NSQD) Drain() {
+	if n.exiting() || !n.life.draining.CompareAndSwap(false, true) {
+		return
+	}
+	rem := n.DrainRemaining()
+	n.log.Info("draining: refusing new messages, delivering what remains",
+		"topics", rem.Topics, "channels", rem.Channels, "depth", rem.Depth,
+		"in_flight", rem.InFlight, "deferred", rem.Deferred)
+	n.announceIdentity()
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		n.watchDrain()
+	}()
+}
+
+// RequestShutdown asks the daemon's owner for a clean shutdown (PUT
+// /config/shutdown), cutting a drain short if one is running.
+func (n *NSQD) RequestShutdown() {
+	n.log.Info("clean shutdown requested")
+	n.life.finish()
+}
+
+// HandleSIGTERM is what SIGTERM does under --sigterm: with drain it starts
+// a drain and reports true (the daemon stops by itself through Done);
+// otherwise it reports false and the caller shuts down as usual.
+func (n *NSQD) HandleSIGTERM() bool {
+	if n.opts.SigtermMode != SigtermDrain {
+		return false
+	}
+	n.Drain()
+	return true
+}
+
+// drainLogInterval spaces the progress lines of a long drain.
+const drainLogInterval = 10 * time.Second
+
+// watchDrain closes Done once the node is empty.
+func (n *NSQD) watchDrain() {
+	t := time.NewTicker(drainCheckInterval)
+	defer t.Stop()
+	lastLog := time.Now()
+	for {
+		rem := n.DrainRemaining()
+		if rem.empty() {
+			n.log.Info("drained: every topic and channel is empty; stopping")
+			n.life.finish()
+			return
+		}
+		if time.Since(lastLog) >= drainLogInterval {
+			lastLog = time.Now()
+			n.log.Info("draining", "depth", rem.Depth, "in_flight", rem.InFlight, "deferred", rem.Deferred)
+		}
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// DrainRemaining is what a drain still has to deliver.
+type DrainRemaining struct {
+	Topics   int   `json:"topics"`
+	Channels int   `json:"channels"`
+	Depth    int64 `json:"depth"` // topics' own backlogs plus channels' queues
+	InFlight int64 `json:"in_flight"`
+	Deferred int64 `json:"deferred"`
+	// SpillingChannels have deferred messages on their way between memory
+	// and disk, which no counter shows until the move is done.
+	SpillingChannels int `json:"spilling_channels"`
+}
+
+func (r DrainRemaining) empty() bool {
+	return r.Depth == 0 && r.InFlight == 0 && r.Deferred == 0 && r.SpillingChannels == 0
+}
+
+// DrainRemaining counts what the node holds, from the same numbers /stats
+// shows.
+func (n *NSQD) DrainRemaining() DrainRemaining {
+	var r DrainRemaining
+	for _, ts := range n.Stats("", "", false) {
+		r.Topics++
+		r.Depth += ts.Depth
+		for _, cs := range ts.Channels {
+			r.Channels++
+			r.Depth += cs.Depth
+			r.InFlight += int64(cs.InFlightCount)
+			r.Deferred += int64(cs.DeferredCount)
+		}
+	}
+	for _, t := range n.Topics() {
+		for _, ch := range t.Channels() {
+			if ch.spillInTransit() {
+				r.SpillingChannels++
+			}
+		}
+	}
+	return r
+}
+
+// spillInTransit reports whether the channel's deferred-spill worker has
+// work queued or under way: the messages it holds are in neither the
+// memory nor the disk count meanwhile.
+func (ch *Channel) spillInTransit() bool {
+	ch.mu.Lock()
+	defer ch.unlock()
+	return ch.spill.busy || len(ch.spill.pending) > 0
+}
+
+// drainStatus is what /info and /stats add while draining.
+type drainStatus struct {
+	Draining  bool            `json:"draining,omitempty"`
+	Remaining *DrainRemaining `json:"drain_remaining,omitempty"`
+}
+
+func (n *NSQD) drainStatus() drainStatus {
+	if !n.Draining() {
+		return drainStatus{}
+	}
+	rem := n.DrainRemaining()
+	return drainStatus{Draining: true, Remaining: &rem}
+}
+
+// refuseNewChannel says whether SUB or /channel/create may make channel on
+// t while draining. A topic that has no channel yet keeps its backlog for
+// the first one, so that channel is allowed: without it the backlog could
+// never be delivered and the drain never end.
+func (n *NSQD) refuseNewChannel(t *Topic, channel string) error {
+	if !n.Draining() {
+		return nil
+	}
+	if _, ok := t.GetExistingChannel(channel); ok || len(t.Channels()) == 0 {
+		return nil
+	}
+	return errDraining
+}

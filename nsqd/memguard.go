@@ -25,8 +25,12 @@ var errMemoryLimit = errors.New("memory limit exceeded")
 // kept in memory and whether a publish may be accepted at all. The limits
 // follow the detected limit while the daemon runs (followLimits).
 type memoryGuard struct {
-	budget        atomic.Pointer[memBudget]
+	budget atomic.Pointer[memBudget]
+	// monitor exists from New on, since topics and channels loaded from
+	// the data dir ask for the memory state before Start; it reports
+	// state changes to onChange once Start has set it.
 	monitor       *memlimit.Monitor
+	onChange      atomic.Pointer[func(old, new memlimit.State, usage uint64)]
 	perQueueBytes int64 // --mem-queue-bytes; 0 = no per-queue byte limit
 	queueBytes    atomic.Int64
 	inFlightBytes atomic.Int64 // delivered, not yet FIN'd or requeued
@@ -76,6 +80,13 @@ func newMemoryGuard(o *Options, log *slog.Logger) (*memoryGuard, error) {
 	}
 	g.follower = follower
 	g.budget.Store(g.budgetFor(lim))
+	g.monitor = memlimit.NewMonitor(lim.Soft, o.MemoryMonitorInterval, func() uint64 { return (*g.usage.Load())() },
+		func(old, new memlimit.State, usage uint64) {
+			if f := g.onChange.Load(); f != nil {
+				(*f)(old, new, usage)
+			}
+		})
+	g.monitor.SetRelease(g.releaseOSMemory)
 	// One body must always fit, or a legitimate maximum-size body could
 	// never be read.
 	g.bodies = newBodyBudget(max(int64(lim.Soft/unfinishedBodyShare), o.MaxBodySize, o.MaxMsgSize), unfinishedBodyWait)
@@ -153,13 +164,12 @@ func (g *memoryGuard) budgetFor(lim memlimit.Limits) *memBudget {
 // limits returns the limits in force.
 func (g *memoryGuard) limits() memlimit.Limits { return g.budget.Load().limits }
 
-// start tells the Go runtime the soft limit and creates the monitor, which
-// gives freed memory back to the OS by itself after a spike.
-func (g *memoryGuard) start(interval time.Duration, onChange func(old, new memlimit.State, usage uint64)) {
-	soft := g.limits().Soft
-	debug.SetMemoryLimit(int64(soft))
-	g.monitor = memlimit.NewMonitor(soft, interval, func() uint64 { return (*g.usage.Load())() }, onChange)
-	g.monitor.SetRelease(g.releaseOSMemory)
+// start tells the Go runtime the soft limit and has state changes reported
+// to onChange (the monitor gives freed memory back to the OS by itself
+// after a spike).
+func (g *memoryGuard) start(onChange func(old, new memlimit.State, usage uint64)) {
+	debug.SetMemoryLimit(int64(g.limits().Soft))
+	g.onChange.Store(&onChange)
 }
 
 // releaseOSMemory is the monitor's release: it returns freed heap to the OS

@@ -169,7 +169,7 @@ func (n *NSQD) Start() error {
 		n.persistLoop()
 	}()
 	n.startLookup()
-	n.guard.start(n.opts.MemoryMonitorInterval, n.onMemoryStateChange)
+	n.guard.start(n.onMemoryStateChange)
 	b := n.guard.budget.Load()
 	n.log.Info("memory limits", "source", b.limits.Source, "hard_bytes", b.limits.Hard, "soft_bytes", b.limits.Soft,
 		"max_memory_queue_bytes", b.maxQueueBytes, "max_deferred_bytes", b.maxDeferred)

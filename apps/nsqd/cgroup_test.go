@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -26,6 +27,10 @@ type memoryCgroup struct {
 	procs string
 	limit string        // the limit file
 	oom   func() string // OOM-kill evidence, "" when none
+	// anon reads the anonymous memory charged to the cgroup: what its
+	// processes hold, without the page cache of the files they wrote,
+	// which the kernel reclaims before it OOM-kills.
+	anon func() int64
 }
 
 // setLimit changes the limit of the running cgroup.
@@ -45,11 +50,11 @@ func newMemoryCgroup(t *testing.T, limit int64) *memoryCgroup {
 	}
 	name := fmt.Sprintf("nsqd-test-%d", os.Getpid())
 	try := []struct {
-		root, limitFile, eventsFile string
+		root, limitFile, eventsFile, anonStat string
 	}{
-		{"/sys/fs/cgroup", "memory.max", "memory.events"},
-		{"/sys/fs/cgroup/unified", "memory.max", "memory.events"},
-		{"/sys/fs/cgroup/memory", "memory.limit_in_bytes", "memory.oom_control"},
+		{"/sys/fs/cgroup", "memory.max", "memory.events", "anon"},
+		{"/sys/fs/cgroup/unified", "memory.max", "memory.events", "anon"},
+		{"/sys/fs/cgroup/memory", "memory.limit_in_bytes", "memory.oom_control", "rss"},
 	}
 	for _, c := range try {
 		if _, err := os.Stat(filepath.Join(c.root, "cgroup.procs")); err != nil {
@@ -71,16 +76,14 @@ func newMemoryCgroup(t *testing.T, limit int64) *memoryCgroup {
 			continue
 		}
 		cg := &memoryCgroup{dir: dir, procs: filepath.Join(dir, "cgroup.procs"), limit: filepath.Join(dir, c.limitFile)}
-		events := filepath.Join(dir, c.eventsFile)
+		events, stat := filepath.Join(dir, c.eventsFile), filepath.Join(dir, "memory.stat")
 		cg.oom = func() string {
-			b, _ := os.ReadFile(events)
-			for _, line := range strings.Split(string(b), "\n") {
-				if f := strings.Fields(line); len(f) == 2 && f[0] == "oom_kill" && f[1] != "0" {
-					return line
-				}
+			if n := cgroupCounter(events, "oom_kill"); n != 0 {
+				return fmt.Sprintf("oom_kill %d", n)
 			}
 			return ""
 		}
+		cg.anon = func() int64 { return cgroupCounter(stat, c.anonStat) }
 		t.Cleanup(func() {
 			for i := 0; i < 50; i++ {
 				if os.Remove(dir) == nil {
@@ -94,6 +97,19 @@ func newMemoryCgroup(t *testing.T, limit int64) *memoryCgroup {
 	}
 	t.Skip("no writable memory cgroup (v2 memory controller or v1 memory hierarchy) on this machine")
 	return nil
+}
+
+// cgroupCounter reads the value of key from a cgroup file of "key value"
+// lines (memory.events, memory.oom_control, memory.stat); 0 when absent.
+func cgroupCounter(path, key string) int64 {
+	b, _ := os.ReadFile(path)
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) == 2 && f[0] == key {
+			n, _ := strconv.ParseInt(f[1], 10, 64)
+			return n
+		}
+	}
+	return 0
 }
 
 func freePort(t testing.TB) int {
@@ -152,6 +168,7 @@ type cgroupNSQD struct {
 	cmd       *exec.Cmd
 	tcp, http string
 	exited    <-chan error
+	cg        *memoryCgroup
 }
 
 // startNSQDInCgroup runs the nsqd binary in cg on free loopback ports with
@@ -168,7 +185,7 @@ func startNSQDInCgroup(t *testing.T, cg *memoryCgroup, flags ...string) *cgroupN
 	exited := startCmd(t, cmd)
 	killAtCleanup(t, cmd, logFile)
 	waitHTTP(t, "http://"+httpAddr+"/ping", exited)
-	return &cgroupNSQD{cmd: cmd, tcp: tcpAddr, http: httpAddr, exited: exited}
+	return &cgroupNSQD{cmd: cmd, tcp: tcpAddr, http: httpAddr, exited: exited, cg: cg}
 }
 
 // TestMemoryCgroupFlood runs nsqd in a 256 MB memory cgroup and floods it

@@ -339,7 +339,7 @@ func (a *Admin) apiGraphite(_ http.ResponseWriter, req *http.Request, _ httprout
 		Target     string       `json:"target"`
 		DataPoints [][]*float64 `json:"datapoints"`
 	}
-	if err := a.cluster.do(req.Context(), http.MethodGet, o.GraphiteURL+"/render?"+params.Encode(), &resp); err != nil {
+	if err := a.cluster.do(req.Context(), http.MethodGet, o.GraphiteURL+"/render?"+params.Encode(), nil, &resp); err != nil {
 		a.logger.Error("graphite request failed", "err", err)
 		return nil, httpapi.Err{Code: http.StatusInternalServerError, Text: "INTERNAL_ERROR"}
 	}

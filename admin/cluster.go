@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"crypto/tls"
@@ -124,14 +125,19 @@ func httpURL(addr, path string) string {
 
 // get fetches addr+path and decodes its JSON answer into v.
 func (c *cluster) get(ctx context.Context, kind, addr, path string, v any) error {
-	err := c.do(ctx, http.MethodGet, httpURL(addr, path), v)
+	err := c.do(ctx, http.MethodGet, httpURL(addr, path), nil, v)
 	c.observed(kind, err)
 	return err
 }
 
 // post sends an empty POST to addr+path (the daemons' action endpoints).
 func (c *cluster) post(ctx context.Context, kind, addr, path string) error {
-	err := c.do(ctx, http.MethodPost, httpURL(addr, path), nil)
+	return c.send(ctx, kind, http.MethodPost, addr, path, nil)
+}
+
+// send sends method addr+path with body (nil for none), ignoring the answer.
+func (c *cluster) send(ctx context.Context, kind, method, addr, path string, body []byte) error {
+	err := c.do(ctx, method, httpURL(addr, path), body, nil)
 	c.observed(kind, err)
 	return err
 }
@@ -147,6 +153,18 @@ func (e *statusError) Error() string {
 	return fmt.Sprintf("%s: status %d: %s", e.request, e.code, e.body)
 }
 
+// message is the daemon's own words: the "message" of its JSON error
+// answer, or the whole body.
+func (e *statusError) message() string {
+	var m struct {
+		Message string `json:"message"`
+	}
+	if json.Unmarshal([]byte(e.body), &m) == nil && m.Message != "" {
+		return m.Message
+	}
+	return e.body
+}
+
 // notFound treats nsqlookupd's 404 for an unknown topic as an empty answer:
 // a topic it has never heard of has no producers and no channels.
 func notFound(err error) error {
@@ -160,8 +178,12 @@ func notFound(err error) error {
 // maxAnswer bounds a daemon's answer; a 10,000-channel /stats is ~2.5 MB.
 const maxAnswer = 256 << 20
 
-func (c *cluster) do(ctx context.Context, method, u string, v any) error {
-	req, err := http.NewRequestWithContext(ctx, method, u, nil)
+func (c *cluster) do(ctx context.Context, method, u string, body []byte, v any) error {
+	var r io.Reader
+	if body != nil {
+		r = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, r)
 	if err != nil {
 		return err
 	}
@@ -172,16 +194,16 @@ func (c *cluster) do(ctx context.Context, method, u string, v any) error {
 		return err
 	}
 	defer resp.Body.Close()
-	body := io.LimitReader(resp.Body, maxAnswer)
+	answer := io.LimitReader(resp.Body, maxAnswer)
 	if resp.StatusCode != http.StatusOK {
-		msg, _ := io.ReadAll(io.LimitReader(body, 512))
+		msg, _ := io.ReadAll(io.LimitReader(answer, 512))
 		return &statusError{fmt.Sprintf("%s %s", method, u), resp.StatusCode, strings.TrimSpace(string(msg))}
 	}
 	if v == nil {
-		_, _ = io.Copy(io.Discard, body)
+		_, _ = io.Copy(io.Discard, answer)
 		return nil
 	}
-	if err := json.NewDecoder(body).Decode(v); err != nil {
+	if err := json.NewDecoder(answer).Decode(v); err != nil {
 		return fmt.Errorf("%s %s: decoding answer: %w", method, u, err)
 	}
 	return nil
@@ -284,6 +306,20 @@ type nsqdInfo struct {
 	HTTPPort         int           `json:"http_port"`
 	TCPPort          int           `json:"tcp_port"`
 	MemoryLimits     *MemoryLimits `json:"memory_limits"`
+
+	TopologyRegion string          `json:"topology_region"`
+	TopologyZone   string          `json:"topology_zone"`
+	Draining       bool            `json:"draining"`
+	DrainRemaining *DrainRemaining `json:"drain_remaining"`
+}
+
+// apply copies what only /info tells into p.
+func (info *nsqdInfo) apply(p *Producer) {
+	p.MemoryLimits = info.MemoryLimits
+	p.TopologyRegion = cmp.Or(p.TopologyRegion, info.TopologyRegion)
+	p.TopologyZone = cmp.Or(p.TopologyZone, info.TopologyZone)
+	p.Draining = p.Draining || info.Draining
+	p.DrainRemaining = info.DrainRemaining
 }
 
 // topicNames is the part of nsqd's /stats that lists its topics.
@@ -306,8 +342,9 @@ func nsqdProducer(addr string, info nsqdInfo, names topicNames) *Producer {
 	}
 	p := &Producer{
 		Version: info.Version, BroadcastAddress: info.BroadcastAddress, Hostname: info.Hostname,
-		HTTPPort: info.HTTPPort, TCPPort: info.TCPPort, MemoryLimits: info.MemoryLimits,
+		HTTPPort: info.HTTPPort, TCPPort: info.TCPPort,
 	}
+	info.apply(p)
 	for _, t := range names.Topics {
 		p.Topics = append(p.Topics, ProducerTopic{Topic: t.Name})
 	}
@@ -362,12 +399,13 @@ func (c *cluster) nsqdTopicProducers(ctx context.Context, topic string, nsqds []
 	return out, errs
 }
 
-// nodeInfos fills in each producer's memory-limit state from its /info.
-// A node that does not answer keeps none and is reported.
+// nodeInfos fills in each producer's memory-limit, topology and drain
+// state from its /info. A node that does not answer keeps none and is
+// reported.
 func (c *cluster) nodeInfos(ctx context.Context, producers []*Producer) []NodeError {
 	type answer struct {
-		addr   string
-		limits *MemoryLimits
+		addr string
+		info nsqdInfo
 	}
 	var missing []*Producer // an nsqd-address cluster's nodes have it already
 	for _, p := range producers {
@@ -378,15 +416,15 @@ func (c *cluster) nodeInfos(ctx context.Context, producers []*Producer) []NodeEr
 	answers, errs := fanOut(ctx, c.limit, httpAddrs(missing), func(ctx context.Context, addr string) (answer, error) {
 		var info nsqdInfo
 		err := c.get(ctx, "nsqd", addr, "/info", &info)
-		return answer{addr, info.MemoryLimits}, err
+		return answer{addr, info}, err
 	})
-	byAddr := make(map[string]*MemoryLimits, len(answers))
-	for _, a := range answers {
-		byAddr[a.addr] = a.limits
+	byAddr := make(map[string]*nsqdInfo, len(answers))
+	for i := range answers {
+		byAddr[answers[i].addr] = &answers[i].info
 	}
 	for _, p := range missing {
-		if l, ok := byAddr[p.HTTPAddress()]; ok {
-			p.MemoryLimits = l
+		if info, ok := byAddr[p.HTTPAddress()]; ok {
+			info.apply(p)
 		}
 	}
 	return errs

@@ -42,6 +42,9 @@ func newPages(devStaticDir string) (*pages, error) {
 		"add":     func(a, b int) int { return a + b },
 		"latency": formatLatency,
 		"chart":   func(v *view, topic, channel string) chart { return chart{v, topic, channel} },
+		"policyForm": func(url string, p *Policy, varies bool, fields []policyField) policyForm {
+			return policyForm{url, p, varies, fields}
+		},
 		"queueActions": func(kind, url, name string, paused bool) queueActions {
 			return queueActions{kind, url, name, paused}
 		},
@@ -87,6 +90,14 @@ type queueActions struct {
 	URL    string // where the forms post
 	Name   string
 	Paused bool
+}
+
+// policyForm is what the policy form of a topic or channel page needs.
+type policyForm struct {
+	URL    string
+	Policy *Policy // nil when the nodes' policies differ
+	Varies bool
+	Fields []policyField
 }
 
 // chart is what the Graphite chart of a topic or channel needs.
@@ -228,12 +239,19 @@ func (a *Admin) topicPage(w http.ResponseWriter, req *http.Request, topic string
 		a.renderErr(w, req, err, errs)
 		return
 	}
+	nodes := make([]peekNode, len(ts.NodeStats))
+	for i, n := range ts.NodeStats {
+		nodes[i] = peekNode{n.Node, n.Hostname}
+	}
+	peek, perrs := a.peekSection(req, nodes, topic, "")
 	v := a.newView(req, "Topic "+topic, "topics")
-	v.Errors = errs
+	v.Errors = append(errs, perrs...)
 	v.Data = struct {
-		Topic  *TopicStats
-		Graphs []graph
-	}{ts, a.history.graphs(topic, "")}
+		Topic        *TopicStats
+		Graphs       []graph
+		Peek         *peekView
+		PolicyFields []policyField
+	}{ts, a.history.graphs(topic, ""), peek, policyFields[:4]}
 	a.render(w, http.StatusOK, "topic", v)
 }
 
@@ -278,13 +296,22 @@ func (a *Admin) channelPage(w http.ResponseWriter, req *http.Request, topic, cha
 		return
 	}
 	page, _ := strconv.Atoi(req.URL.Query().Get("page"))
+	nodes := make([]peekNode, len(cs.NodeStats))
+	for i, n := range cs.NodeStats {
+		nodes[i] = peekNode{n.Node, n.Hostname}
+	}
+	peek, perrs := a.peekSection(req, nodes, topic, channel)
 	v := a.newView(req, "Channel "+topic+"/"+channel, "topics")
-	v.Errors = errs
+	v.Errors = append(errs, perrs...)
 	v.Data = struct {
-		Channel *ChannelStats
-		Clients clientPage
-		Graphs  []graph
-	}{cs, pageClients(cs.Clients, page, a.opts.Load().MaxClientRows, req.URL), a.history.graphs(topic, channel)}
+		Channel      *ChannelStats
+		Clients      clientPage
+		Graphs       []graph
+		Peek         *peekView
+		PeekSources  any
+		PolicyFields []policyField
+	}{cs, pageClients(cs.Clients, page, a.opts.Load().MaxClientRows, req.URL), a.history.graphs(topic, channel),
+		peek, peekSources, policyFields}
 	a.render(w, http.StatusOK, "channel", v)
 }
 
@@ -364,10 +391,20 @@ func (a *Admin) formAction(w http.ResponseWriter, req *http.Request, ps httprout
 	var err error
 	var done string
 	switch {
+	case node != "" && action == "drain":
+		errs, err = a.drainNode(req, node)
+		done = "Draining " + node
 	case node != "":
 		topic = req.PostForm.Get("topic")
 		errs, err = a.tombstoneNode(req, topic, node)
 		done = "Tombstoned topic " + topic + " on " + node
+	case action == "policy":
+		var changed int
+		changed, errs, err = a.editPolicy(req, topic, channel)
+		done = "Changed " + strconv.Itoa(changed) + " policy field(s) of " + queueName(topic, channel)
+		if changed == 0 {
+			done = "Nothing changed in the policy of " + queueName(topic, channel)
+		}
 	case topic == "": // /lookup: create
 		topic, channel = strings.TrimSpace(req.PostForm.Get("topic")), strings.TrimSpace(req.PostForm.Get("channel"))
 		errs, err = a.create(req, topic, channel)
@@ -377,11 +414,7 @@ func (a *Admin) formAction(w http.ResponseWriter, req *http.Request, ps httprout
 		}
 	default:
 		errs, err = a.act(req, action, topic, channel)
-		what := "topic " + topic
-		if channel != "" {
-			what = "channel " + topic + "/" + channel
-		}
-		done = map[string]string{"pause": "Paused ", "unpause": "Unpaused ", "empty": "Emptied ", "delete": "Deleted "}[action] + what
+		done = map[string]string{"pause": "Paused ", "unpause": "Unpaused ", "empty": "Emptied ", "delete": "Deleted "}[action] + queueName(topic, channel)
 		if action == "delete" {
 			back = base + "/"
 			if channel != "" {
@@ -397,6 +430,14 @@ func (a *Admin) formAction(w http.ResponseWriter, req *http.Request, ps httprout
 		done += " (" + warning(errs) + ")"
 	}
 	http.Redirect(w, req, back+"?flash="+url.QueryEscape(done), http.StatusSeeOther)
+}
+
+// queueName names a topic or channel in the pages' messages.
+func queueName(topic, channel string) string {
+	if channel != "" {
+		return "channel " + topic + "/" + channel
+	}
+	return "topic " + topic
 }
 
 func formatInt(v any) string {

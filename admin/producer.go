@@ -21,6 +21,23 @@ type Producer struct {
 	Topics           []ProducerTopic `json:"topics"`
 	OutOfDate        bool            `json:"out_of_date"`
 	MemoryLimits     *MemoryLimits   `json:"memory_limits"`
+
+	// Where the node runs (zone-aware delivery) and whether it is draining
+	// (drain mode, issue 13); NSQ's daemons report neither.
+	TopologyRegion string          `json:"topology_region,omitempty"`
+	TopologyZone   string          `json:"topology_zone,omitempty"`
+	Draining       bool            `json:"draining,omitempty"`
+	DrainRemaining *DrainRemaining `json:"drain_remaining,omitempty"`
+}
+
+// DrainRemaining is what a draining nsqd still holds (its /info).
+type DrainRemaining struct {
+	Topics           int   `json:"topics"`
+	Channels         int   `json:"channels"`
+	Depth            int64 `json:"depth"`
+	InFlight         int64 `json:"in_flight"`
+	Deferred         int64 `json:"deferred"`
+	SpillingChannels int   `json:"spilling_channels"`
 }
 
 // ProducerTopic is one topic of a node, tombstoned or not.
@@ -50,12 +67,16 @@ type lookupdProducer struct {
 	Version          string   `json:"version"`
 	Topics           []string `json:"topics"`
 	Tombstones       []bool   `json:"tombstones"`
+	TopologyRegion   string   `json:"topology_region"`
+	TopologyZone     string   `json:"topology_zone"`
+	Draining         bool     `json:"draining"`
 }
 
 func (lp lookupdProducer) producer() *Producer {
 	p := &Producer{
 		RemoteAddress: lp.RemoteAddress, Hostname: lp.Hostname, BroadcastAddress: lp.BroadcastAddress,
 		TCPPort: lp.TCPPort, HTTPPort: lp.HTTPPort, Version: lp.Version,
+		TopologyRegion: lp.TopologyRegion, TopologyZone: lp.TopologyZone, Draining: lp.Draining,
 	}
 	for i, t := range lp.Topics {
 		p.Topics = append(p.Topics, ProducerTopic{Topic: t, Tombstoned: i < len(lp.Tombstones) && lp.Tombstones[i]})

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"net/http"
 	"net/url"
 	"slices"
 )
@@ -300,4 +301,23 @@ func (a *Admin) tombstone(ctx context.Context, topic, node string) []NodeError {
 	ps, perrs := a.cluster.nsqdProducers(ctx, []string{node}, false)
 	errs = append(errs, perrs...)
 	return append(errs, a.cluster.postProducers(ctx, ps, "/topic/delete?topic="+url.QueryEscape(topic))...)
+}
+
+// drainNode starts drain mode on one nsqd of the cluster (PUT
+// /config/drain): it stops taking messages and exits once consumers have
+// everything it holds.
+func (a *Admin) drainNode(req *http.Request, node string) ([]NodeError, error) {
+	ps, errs, err := a.producers(req.Context())
+	if err != nil {
+		return errs, err
+	}
+	if !slices.ContainsFunc(ps, func(p *Producer) bool { return p.HTTPAddress() == node }) {
+		return errs, errNodeNotFound
+	}
+	if err := a.cluster.send(req.Context(), "nsqd", http.MethodPut, node, "/config/drain", nil); err != nil {
+		return errs, fmt.Errorf("%w: %w", errUpstream, NodeError{node, err})
+	}
+	a.invalidate()
+	a.notifier.notify("drain_producer", "", "", node, req)
+	return errs, nil
 }

@@ -25,6 +25,12 @@ type TopicStats struct {
 	Channels     []*ChannelStats `json:"channels"`
 	Paused       bool            `json:"paused"`
 
+	// Queue policies (issue 12); nil Policy: the node has none to show.
+	Policy       *Policy `json:"policy,omitempty"`
+	PolicyVaries bool    `json:"policy_varies,omitempty"` // the nodes' policies differ
+	DroppedCount int64   `json:"dropped_count"`
+	ExpiredCount int64   `json:"expired_count"`
+
 	E2eProcessingLatency *LatencyAggregate `json:"e2e_processing_latency"`
 
 	channelIndex map[string]*ChannelStats // Channels by name, while summing
@@ -48,6 +54,18 @@ type ChannelStats struct {
 	NodeStats     []*ChannelStats `json:"nodes"`
 	Clients       []*ClientStats  `json:"clients"`
 	Paused        bool            `json:"paused"`
+
+	Policy          *Policy `json:"policy,omitempty"`
+	PolicyVaries    bool    `json:"policy_varies,omitempty"`
+	DroppedCount    int64   `json:"dropped_count"`
+	ExpiredCount    int64   `json:"expired_count"`
+	DeadLetterCount int64   `json:"dead_letter_count"`
+
+	// Deliveries by the consumer's distance (zone-aware delivery, NSQ
+	// master #1301); nsqd leaves them out when all are zero.
+	ZoneLocalMsgCount   int64 `json:"zone_local_msg_count,omitempty"`
+	RegionLocalMsgCount int64 `json:"region_local_msg_count,omitempty"`
+	GlobalMsgCount      int64 `json:"global_msg_count,omitempty"`
 
 	E2eProcessingLatency *LatencyAggregate `json:"e2e_processing_latency"`
 }
@@ -73,6 +91,8 @@ type ClientStats struct {
 	Authed            bool          `json:"authed"`
 	AuthIdentity      string        `json:"auth_identity"`
 	AuthIdentityURL   string        `json:"auth_identity_url"`
+	TopologyRegion    string        `json:"topology_region,omitempty"`
+	TopologyZone      string        `json:"topology_zone,omitempty"`
 
 	TLS                           bool   `json:"tls"`
 	CipherSuite                   string `json:"tls_cipher_suite"`
@@ -157,6 +177,9 @@ func (t *TopicStats) add(a *TopicStats) {
 	t.BackendDepth += a.BackendDepth
 	t.MessageCount += a.MessageCount
 	t.Paused = t.Paused || a.Paused
+	t.DroppedCount += a.DroppedCount
+	t.ExpiredCount += a.ExpiredCount
+	t.Policy, t.PolicyVaries = mergePolicy(t.Policy, t.PolicyVaries, a.Policy, len(t.NodeStats) == 0)
 	if t.channelIndex == nil {
 		t.channelIndex = make(map[string]*ChannelStats, len(a.Channels))
 	}
@@ -193,6 +216,13 @@ func (c *ChannelStats) add(a *ChannelStats) {
 	c.MessageCount += a.MessageCount
 	c.ClientCount += a.ClientCount
 	c.Paused = c.Paused || a.Paused
+	c.DroppedCount += a.DroppedCount
+	c.ExpiredCount += a.ExpiredCount
+	c.DeadLetterCount += a.DeadLetterCount
+	c.ZoneLocalMsgCount += a.ZoneLocalMsgCount
+	c.RegionLocalMsgCount += a.RegionLocalMsgCount
+	c.GlobalMsgCount += a.GlobalMsgCount
+	c.Policy, c.PolicyVaries = mergePolicy(c.Policy, c.PolicyVaries, a.Policy, len(c.NodeStats) == 0)
 	c.NodeStats = append(c.NodeStats, a)
 	if c.E2eProcessingLatency == nil {
 		c.E2eProcessingLatency = &LatencyAggregate{Topic: c.TopicName, Channel: c.ChannelName}

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -39,6 +40,59 @@ type fakeNode struct {
 	httpPort  int
 	topics    []string
 	stallUntl <-chan struct{} // when set, every request waits for it (a slow node)
+
+	// What nsqlookupd's /nodes says of the node.
+	region, zone string
+	draining     bool
+
+	mu       sync.Mutex
+	answers  map[string]fakeAnswer // by path: what a newer nsqd's endpoints answer
+	received []fakeRequest         // every request but /info and /stats
+}
+
+// fakeAnswer is a recorded answer of an nsqd endpoint.
+type fakeAnswer struct {
+	code int
+	body string
+}
+
+// fakeRequest is a request a fake node received.
+type fakeRequest struct {
+	Method, URI, Body string
+}
+
+// newerEndpoints are the endpoints of this project's nsqd that NSQ's own
+// lacks: a fake node answers them 404, as NSQ does, unless told otherwise.
+var newerEndpoints = map[string]bool{"/topic/peek": true, "/channel/peek": true, "/topic/policy": true, "/channel/policy": true, "/config/drain": true}
+
+// answer sets what the node answers on path.
+func (n *fakeNode) answer(path string, code int, body string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.answers == nil {
+		n.answers = make(map[string]fakeAnswer)
+	}
+	n.answers[path] = fakeAnswer{code, body}
+}
+
+// requests returns the requests the node received (but /info and /stats).
+func (n *fakeNode) requestsReceived() []fakeRequest {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return append([]fakeRequest(nil), n.received...)
+}
+
+// setStats makes body the node's whole /stats answer, however asked, and
+// info (when not nil) its /info.
+func (n *fakeNode) setStats(body []byte, info []byte) {
+	n.stats, n.bare = body, body
+	n.perTopic = make(map[string][]byte)
+	for _, t := range n.topics {
+		n.perTopic[t] = body
+	}
+	if info != nil {
+		n.info = info
+	}
 }
 
 // fakeStats builds one node's /stats body: topics × channels, each channel
@@ -142,6 +196,23 @@ func (fc *fakeCluster) serveNode(n *fakeNode, w http.ResponseWriter, r *http.Req
 		<-n.stallUntl
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if r.URL.Path != "/info" && r.URL.Path != "/stats" {
+		body, _ := io.ReadAll(r.Body)
+		n.mu.Lock()
+		n.received = append(n.received, fakeRequest{r.Method, r.URL.RequestURI(), string(body)})
+		a, ok := n.answers[r.URL.Path]
+		n.mu.Unlock()
+		switch {
+		case ok:
+			w.WriteHeader(a.code)
+			_, _ = io.WriteString(w, a.body)
+			return
+		case newerEndpoints[r.URL.Path]:
+			w.WriteHeader(http.StatusNotFound)
+			_, _ = io.WriteString(w, `{"message":"NOT_FOUND"}`)
+			return
+		}
+	}
 	switch r.URL.Path {
 	case "/info":
 		_, _ = w.Write(n.info)
@@ -165,7 +236,8 @@ func (fc *fakeCluster) producers() []lookupdProducer {
 	for i, n := range fc.nodes {
 		ps = append(ps, lookupdProducer{RemoteAddress: "127.0.0.1:1", Hostname: fmt.Sprintf("node%03d", i),
 			BroadcastAddress: "127.0.0.1", TCPPort: 10000 + i, HTTPPort: n.httpPort, Version: "1.3.0",
-			Topics: n.topics, Tombstones: make([]bool, len(n.topics))})
+			Topics: n.topics, Tombstones: make([]bool, len(n.topics)),
+			TopologyRegion: n.region, TopologyZone: n.zone, Draining: n.draining})
 	}
 	return append(ps, fc.extra...)
 }
@@ -256,16 +328,7 @@ func startAdmin(tb testing.TB, edit func(*Options)) (*Admin, string) {
 // get fetches url and returns the status and body.
 func get(tb testing.TB, url string) (int, string) {
 	tb.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		tb.Fatalf("GET %s: %v", url, err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		tb.Fatalf("GET %s: reading: %v", url, err)
-	}
-	return resp.StatusCode, string(b)
+	return getWith(tb, url)
 }
 
 // pagePaths are every HTML page and API answer over the fake cluster.
@@ -292,3 +355,26 @@ func waitFirstPoll(tb testing.TB, a *Admin) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// getWith fetches url with the given header pairs.
+func getWith(tb testing.TB, url string, header ...string) (int, string) {
+	tb.Helper()
+	req, _ := http.NewRequest(http.MethodGet, url, nil)
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		tb.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		tb.Fatalf("GET %s: reading: %v", url, err)
+	}
+	return resp.StatusCode, string(b)
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+func ioCopy(w io.Writer, resp *http.Response) (int64, error) { return io.Copy(w, resp.Body) }

@@ -250,8 +250,9 @@ func (a *Admin) topicPage(w http.ResponseWriter, req *http.Request, topic string
 		Topic        *TopicStats
 		Graphs       []graph
 		Peek         *peekView
+		PeekSources  any // a topic's backlog has one queue: no tabs
 		PolicyFields []policyField
-	}{ts, a.history.graphs(topic, ""), peek, policyFields[:4]}
+	}{ts, a.history.graphs(topic, ""), peek, nil, policyFields[:4]}
 	a.render(w, http.StatusOK, "topic", v)
 }
 

@@ -25,15 +25,18 @@ type Policy struct {
 	DeadLetterTopic string `json:"dead_letter_topic,omitempty"`
 }
 
-// mergePolicy folds one node's policy into the total's: the total shows a
-// policy only while every node so far reports the same one. first says
-// whether next is the first node's.
+// mergePolicy folds one node's policy into the total's: the total has a
+// policy only while every node so far reports the same one; once they
+// differ it has none and varies. first says whether next is the first
+// node's.
 func mergePolicy(have *Policy, varies bool, next *Policy, first bool) (*Policy, bool) {
 	if first {
 		return next, false
 	}
-	same := (have == nil && next == nil) || (have != nil && next != nil && *have == *next)
-	return have, varies || !same
+	if varies || (have == nil) != (next == nil) || (have != nil && *have != *next) {
+		return nil, true
+	}
+	return have, false
 }
 
 // policyField is one editable field of the policy form.

@@ -199,6 +199,23 @@ func TestBrowser(t *testing.T) {
 		b.screenshot(p.name)
 	}
 
+	// The peek view and its tabs.
+	b.open("/topics/orders/billing")
+	if href := b.eval(`document.querySelector('.peek a').getAttribute('href')`); href != "?peek=ready" {
+		t.Errorf("the channel page's peek link goes to %q", href)
+	}
+	b.open("/topics/orders/billing?peek=ready")
+	b.see("channel peek", "the next 7 of 7", "Ready", "Deferred", "In flight", "message")
+	if cs := findStats(t, c.nsqdHTP, "orders", "billing"); cs["depth"] != 7.0 || cs["in_flight_count"] != 0.0 {
+		t.Errorf("peeking changed the channel: %v", cs)
+	}
+	b.screenshot("channel-peek")
+	b.open("/topics/orders/billing?peek=deferred")
+	if tab := b.eval(`document.querySelector('.tabs a[aria-current="page"]').textContent`); tab != "Deferred" {
+		t.Errorf("the current tab is %q, want Deferred", tab)
+	}
+	b.see("deferred peek", "Due (UTC)", "Nothing waiting here.")
+
 	// The channel page refreshes its depth live when messages arrive.
 	b.open("/topics/orders/billing")
 	tooltest.Publish(t, c.nsqdTCP, "orders", "one", "two", "three")
@@ -276,6 +293,26 @@ func TestBrowser(t *testing.T) {
 		t.Errorf("nsqlookupd does not list the topic created from the page: %s", body)
 	}
 	b.screenshot("lookup-created")
+
+	// The policy form of a node with queue policies: labelled, keyboard,
+	// sends only what changed.
+	pn := startPolicyNode(t, c.nsqdHTP)
+	b.base = startAdmin(t, c, func(o *admin.Options) {
+		o.NSQLookupdHTTPAddresses = nil
+		o.NSQDHTTPAddresses = []string{pn.addr}
+	})
+	b.open("/topics/orders")
+	b.see("topic policy", "Queue policy", "max_msgs 1,000", "max_age 1h0m0s", "Dropped by a cap 12", "Edit the queue policy")
+	if bad := b.unlabeled(); bad != "" {
+		t.Errorf("policy form: controls without a label:\n%s", bad)
+	}
+	b.screenshot("topic-policy")
+	b.do("typing a new max_msgs", chromedp.Focus(chromedp.ID("policy-max_msgs")), chromedp.KeyEvent(kb.End),
+		chromedp.KeyEvent(kb.Backspace+kb.Backspace+kb.Backspace+kb.Backspace+"250"), chromedp.KeyEvent(kb.Enter))
+	b.waitFor("the policy to be saved", `document.querySelector('.flash') && document.querySelector('.flash').textContent.includes('Changed 1 policy field(s) of topic orders')`)
+	if got := pn.received(); len(got) != 1 || got[0] != `/topic/policy?topic=orders {"max_msgs":250}` {
+		t.Errorf("the policy form sent %q, want one POST of max_msgs 250", got)
+	}
 
 	// A dead node is a badge on an otherwise complete page.
 	l, err := net.Listen("tcp", "127.0.0.1:0")

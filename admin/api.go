@@ -386,9 +386,13 @@ func (a *Admin) doConfig(_ http.ResponseWriter, req *http.Request, ps httprouter
 		next := *o
 		switch opt {
 		case "nsqlookupd_http_addresses":
-			if err := json.Unmarshal(body, &next.NSQLookupdHTTPAddresses); err != nil {
+			// Into a new slice: Unmarshal would overwrite the shared one's
+			// array in place, under the feet of requests reading it.
+			var addrs []string
+			if err := json.Unmarshal(body, &addrs); err != nil {
 				return nil, httpapi.Err{Code: http.StatusBadRequest, Text: "INVALID_VALUE"}
 			}
+			next.NSQLookupdHTTPAddresses = addrs
 		case "log_level":
 			level, err := logging.ParseLevel(string(body))
 			if err != nil {

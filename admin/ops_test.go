@@ -182,6 +182,14 @@ func TestOlderNodesLeaveNewPartsOut(t *testing.T) {
 	}
 	_, body := get(t, base+"/topics/topic000/ch0000?peek=inflight")
 	wantIn(t, "the peek of old nodes", body, "No node that carries it can be peeked at")
+
+	// A node whose peek fails (not a 404) is a badge on the page.
+	fc.nodes[1].answer("/channel/peek", http.StatusInternalServerError, `{"message":"INTERNAL_ERROR"}`)
+	code, body := get(t, base+"/topics/topic000/ch0000?peek=ready")
+	wantIn(t, "a failed peek", body, "1 daemon did not answer", "127.0.0.1:"+itoa(fc.nodes[1].httpPort)+" down")
+	if code != http.StatusOK {
+		t.Errorf("a failed peek = %d, want the page", code)
+	}
 	for _, r := range fc.nodes[0].requestsReceived() {
 		if r.Method != http.MethodGet || !strings.Contains(r.URI, "/peek?") {
 			t.Errorf("node 0 received %+v; pages may only peek", r)

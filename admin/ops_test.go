@@ -230,6 +230,12 @@ func TestDrainNode(t *testing.T) {
 	if got := fc.nodes[1].requestsReceived(); len(got) != 0 {
 		t.Errorf("the other node received %+v", got)
 	}
+	// A node without drain mode (404) is a note, not an error page.
+	other := "127.0.0.1:" + itoa(fc.nodes[1].httpPort)
+	code, loc, _ = postForm(t, base+"/nodes/"+other, url.Values{"action": {"drain"}}, asAdmin...)
+	if code != http.StatusSeeOther || !strings.Contains(loc, "has+no+drain+mode") {
+		t.Errorf("draining a node without drain mode = %d to %q, want 303 with a note", code, loc)
+	}
 
 	// nsqlookupd and /info now say it drains.
 	fc.nodes[0].draining = true

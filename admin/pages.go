@@ -395,6 +395,9 @@ func (a *Admin) formAction(w http.ResponseWriter, req *http.Request, ps httprout
 	case node != "" && action == "drain":
 		errs, err = a.drainNode(req, node)
 		done = "Draining " + node
+		if errors.Is(err, errNoDrain) { // a note, not an error page
+			done, err = node+": "+err.Error(), nil
+		}
 	case node != "":
 		topic = req.PostForm.Get("topic")
 		errs, err = a.tombstoneNode(req, topic, node)

@@ -3,6 +3,7 @@ package admin
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -303,6 +304,10 @@ func (a *Admin) tombstone(ctx context.Context, topic, node string) []NodeError {
 	return append(errs, a.cluster.postProducers(ctx, ps, "/topic/delete?topic="+url.QueryEscape(topic))...)
 }
 
+// errNoDrain is a node without drain mode (NSQ's own nsqd, or an older one
+// of this project), which answers PUT /config/drain 404.
+var errNoDrain = errors.New("this nsqd has no drain mode (NSQ's own, or an older one); nothing changed")
+
 // drainNode starts drain mode on one nsqd of the cluster (PUT
 // /config/drain): it stops taking messages and exits once consumers have
 // everything it holds.
@@ -315,6 +320,9 @@ func (a *Admin) drainNode(req *http.Request, node string) ([]NodeError, error) {
 		return errs, errNodeNotFound
 	}
 	if err := a.cluster.send(req.Context(), "nsqd", http.MethodPut, node, "/config/drain", nil); err != nil {
+		if notFound(err) == nil {
+			return errs, errNoDrain
+		}
 		return errs, fmt.Errorf("%w: %w", errUpstream, NodeError{node, err})
 	}
 	a.invalidate()

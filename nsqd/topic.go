@@ -223,17 +223,16 @@ func (t *Topic) removeChannelLocked(ch *Channel) {
 // once the disk write succeeded, so a failed publish leaves no trace.
 func (t *Topic) queue(msgs []*Message) error {
 	t.mu.Lock()
-	defer t.unlock()
 	if t.exiting || t.retired.Load() {
+		t.unlock()
 		return errExiting
 	}
 	if !t.holdsBacklogLocked() {
 		// The backlog drained while we waited for the lock.
 		t.unlock()
-		err := t.fanOut(t.channelList(), msgs)
-		t.mu.Lock()
-		return err
+		return t.fanOut(t.channelList(), msgs)
 	}
+	defer t.unlock()
 	var toDisk []*Message
 	n, bytes := countReady(msgs, 0)
 	if n > 0 && (!t.q.memAllowed() || t.q.diskBusyLocked() || !t.q.roomLocked(n, bytes)) {

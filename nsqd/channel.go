@@ -524,13 +524,11 @@ func (ch *Channel) Empty() error {
 	return nil
 }
 
-// close stops the channel. With deleted it throws everything away;
+// stop stops the channel. With deleted it throws everything away;
 // otherwise it writes memory, in-flight and deferred messages to disk so a
-// restart delivers them (deferred ones keeping their due time).
-func (ch *Channel) close(deleted bool) error { return ch.stop(deleted)() }
-
-// stop is close but for the disk work, which the caller runs (finish)
-// once it holds no lock. A deleted channel's files have already left its
+// restart delivers them (deferred ones keeping their due time). It returns
+// that disk work (finish), which the caller runs once it holds no lock.
+// A deleted channel's files have already left its
 // queues' names when stop returns (renames), so its caller can free the
 // name at once: finish only removes them.
 func (ch *Channel) stop(deleted bool) (finish func() error) {

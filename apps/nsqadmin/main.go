@@ -4,20 +4,32 @@
 package main
 
 import (
-	"errors"
-	"flag"
-	"fmt"
 	"io"
 	"os"
 	"time"
 
 	"github.com/nsqgo/nsq/admin"
 	"github.com/nsqgo/nsq/internal/service"
-	"github.com/nsqgo/nsq/internal/version"
 )
 
 // shutdownTimeout bounds the graceful stop on SIGINT/SIGTERM.
 const shutdownTimeout = 10 * time.Second
+
+func app() service.App[*admin.Options] {
+	return service.App[*admin.Options]{
+		Name:       "nsqadmin",
+		NewOptions: admin.NewOptions,
+		FlagSet:    newFlagSet,
+		New: func(o *admin.Options) (service.Daemon, error) {
+			d, err := admin.New(o)
+			if err != nil {
+				return nil, err
+			}
+			return d, nil
+		},
+		ShutdownTimeout: shutdownTimeout,
+	}
+}
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
@@ -25,22 +37,10 @@ func main() {
 
 // run is main without the exit, so tests can drive it: it returns the
 // process exit code.
-func run(args []string, stdout, stderr io.Writer) int {
-	opts, showVersion, err := parseArgs(args, stderr)
-	switch {
-	case errors.Is(err, flag.ErrHelp):
-		return 0
-	case err != nil:
-		fmt.Fprintf(stderr, "[nsqadmin] FATAL: %s\n", err)
-		return 2
-	case showVersion:
-		fmt.Fprintln(stdout, version.String("nsqadmin"))
-		return 0
-	}
-	build := func() (service.Daemon, error) { return admin.New(opts) }
-	if err := service.Run(build, shutdownTimeout); err != nil {
-		fmt.Fprintf(stderr, "[nsqadmin] FATAL: %s\n", err)
-		return 1
-	}
-	return 0
+func run(args []string, stdout, stderr io.Writer) int { return app().Main(args, stdout, stderr) }
+
+// parseArgs resolves the command line and the config file it names onto
+// the default options: flag > config file > default.
+func parseArgs(args []string, output io.Writer) (*admin.Options, bool, error) {
+	return app().ParseArgs(args, output)
 }

@@ -2,10 +2,8 @@ package main
 
 import (
 	"flag"
-	"io"
 
 	"github.com/nsqgo/nsq/admin"
-	"github.com/nsqgo/nsq/internal/config"
 	"github.com/nsqgo/nsq/internal/toolutil"
 )
 
@@ -55,23 +53,4 @@ func newFlagSet(opts *admin.Options) *flag.FlagSet {
 	fs.Int("max-client-rows", opts.MaxClientRows, "client rows per page on a channel page")
 	fs.Duration("refresh-interval", opts.RefreshInterval, "how often an open page refetches its tables")
 	return fs
-}
-
-// parseArgs resolves the command line and the config file it names onto
-// the default options: flag > config file > default. showVersion reports
-// --version, in which case opts is nil. Usage and errors go to output.
-func parseArgs(args []string, output io.Writer) (opts *admin.Options, showVersion bool, err error) {
-	opts = admin.NewOptions()
-	fs := newFlagSet(opts)
-	fs.SetOutput(output)
-	if err := fs.Parse(args); err != nil {
-		return nil, false, err
-	}
-	if fs.Lookup("version").Value.(flag.Getter).Get().(bool) {
-		return nil, true, nil
-	}
-	if err := config.Resolve(opts, fs, fs.Lookup("config").Value.String()); err != nil {
-		return nil, false, err
-	}
-	return opts, false, nil
 }

@@ -3,20 +3,32 @@
 package main
 
 import (
-	"errors"
-	"flag"
-	"fmt"
 	"io"
 	"os"
 	"time"
 
 	"github.com/nsqgo/nsq/internal/service"
-	"github.com/nsqgo/nsq/internal/version"
 	"github.com/nsqgo/nsq/lookupd"
 )
 
 // shutdownTimeout bounds the graceful stop on SIGINT/SIGTERM.
 const shutdownTimeout = 10 * time.Second
+
+func app() service.App[*lookupd.Options] {
+	return service.App[*lookupd.Options]{
+		Name:       "nsqlookupd",
+		NewOptions: lookupd.NewOptions,
+		FlagSet:    newFlagSet,
+		New: func(o *lookupd.Options) (service.Daemon, error) {
+			d, err := lookupd.New(o)
+			if err != nil {
+				return nil, err
+			}
+			return d, nil
+		},
+		ShutdownTimeout: shutdownTimeout,
+	}
+}
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
@@ -24,22 +36,10 @@ func main() {
 
 // run is main without the exit, so tests can drive it: it returns the
 // process exit code.
-func run(args []string, stdout, stderr io.Writer) int {
-	opts, showVersion, err := parseArgs(args, stderr)
-	switch {
-	case errors.Is(err, flag.ErrHelp):
-		return 0
-	case err != nil:
-		fmt.Fprintf(stderr, "[nsqlookupd] FATAL: %s\n", err)
-		return 2
-	case showVersion:
-		fmt.Fprintln(stdout, version.String("nsqlookupd"))
-		return 0
-	}
-	build := func() (service.Daemon, error) { return lookupd.New(opts) }
-	if err := service.Run(build, shutdownTimeout); err != nil {
-		fmt.Fprintf(stderr, "[nsqlookupd] FATAL: %s\n", err)
-		return 1
-	}
-	return 0
+func run(args []string, stdout, stderr io.Writer) int { return app().Main(args, stdout, stderr) }
+
+// parseArgs resolves the command line and the config file it names onto
+// the default options: flag > config file > default.
+func parseArgs(args []string, output io.Writer) (*lookupd.Options, bool, error) {
+	return app().ParseArgs(args, output)
 }

@@ -2,9 +2,7 @@ package main
 
 import (
 	"flag"
-	"io"
 
-	"github.com/nsqgo/nsq/internal/config"
 	"github.com/nsqgo/nsq/lookupd"
 )
 
@@ -27,23 +25,4 @@ func newFlagSet(opts *lookupd.Options) *flag.FlagSet {
 	fs.Duration("inactive-producer-timeout", opts.InactiveProducerTimeout, "duration of time a producer will remain in the active list since its last ping")
 	fs.Duration("tombstone-lifetime", opts.TombstoneLifetime, "duration of time a producer will remain tombstoned if registration remains")
 	return fs
-}
-
-// parseArgs resolves the command line and the config file it names onto
-// the default options: flag > config file > default. showVersion reports
-// --version, in which case opts is nil. Usage and errors go to output.
-func parseArgs(args []string, output io.Writer) (opts *lookupd.Options, showVersion bool, err error) {
-	opts = lookupd.NewOptions()
-	fs := newFlagSet(opts)
-	fs.SetOutput(output)
-	if err := fs.Parse(args); err != nil {
-		return nil, false, err
-	}
-	if fs.Lookup("version").Value.(flag.Getter).Get().(bool) {
-		return nil, true, nil
-	}
-	if err := config.Resolve(opts, fs, fs.Lookup("config").Value.String()); err != nil {
-		return nil, false, err
-	}
-	return opts, false, nil
 }

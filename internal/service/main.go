@@ -1,0 +1,65 @@
+package service
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/nsqgo/nsq/internal/config"
+	"github.com/nsqgo/nsq/internal/version"
+)
+
+// App is what a daemon binary's main needs: its name, its options and
+// flags, and how to build the daemon from them.
+type App[O any] struct {
+	Name       string                // the version line's and error lines' name
+	NewOptions func() O              // the defaults
+	FlagSet    func(O) *flag.FlagSet // flags with opts' values as defaults, --config and --version among them
+	New        func(O) (Daemon, error)
+	// ShutdownTimeout bounds the graceful stop on SIGINT/SIGTERM.
+	ShutdownTimeout time.Duration
+}
+
+// ParseArgs resolves the command line and the config file it names onto
+// the default options: flag > config file > default. showVersion reports
+// --version. Usage and errors go to output.
+func (a App[O]) ParseArgs(args []string, output io.Writer) (opts O, showVersion bool, err error) {
+	opts = a.NewOptions()
+	fs := a.FlagSet(opts)
+	fs.SetOutput(output)
+	if err := fs.Parse(args); err != nil {
+		return opts, false, err
+	}
+	if fs.Lookup("version").Value.(flag.Getter).Get().(bool) {
+		return opts, true, nil
+	}
+	if err := config.Resolve(opts, fs, fs.Lookup("config").Value.String()); err != nil {
+		return opts, false, err
+	}
+	return opts, false, nil
+}
+
+// Main is main without the exit, so tests can drive it: it parses args,
+// answers --help and --version, and runs the daemon until a signal or a
+// failure. It returns the exit code: 0, 1 when the daemon fails, 2 for
+// bad arguments.
+func (a App[O]) Main(args []string, stdout, stderr io.Writer) int {
+	opts, showVersion, err := a.ParseArgs(args, stderr)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		return 0
+	case err != nil:
+		fmt.Fprintf(stderr, "[%s] FATAL: %s\n", a.Name, err)
+		return 2
+	case showVersion:
+		fmt.Fprintln(stdout, version.String(a.Name))
+		return 0
+	}
+	if err := Run(func() (Daemon, error) { return a.New(opts) }, a.ShutdownTimeout); err != nil {
+		fmt.Fprintf(stderr, "[%s] FATAL: %s\n", a.Name, err)
+		return 1
+	}
+	return 0
+}

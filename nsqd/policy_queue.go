@@ -352,13 +352,17 @@ func (q *msgQueue) measureDisk() (bool, error) {
 	if errors.Is(err, diskqueue.ErrEmpty) {
 		err = nil
 	}
+	closed := errors.Is(err, diskqueue.ErrClosed) // the owner closed meanwhile
+	if closed {
+		err = nil
+	}
 	q.idle.L.Lock()
-	if err == nil {
+	if err == nil && !closed {
 		// Writes that landed during the scan were read by it too.
 		q.pol.diskBody.Store(total)
 		q.pol.diskKnown.Store(true)
 	}
 	q.endReadLocked(nil, true)
 	q.unlockSettled()
-	return err == nil, err
+	return err == nil && !closed, err
 }

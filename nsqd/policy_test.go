@@ -150,14 +150,21 @@ func TestPolicyDropOldestTopicBacklog(t *testing.T) {
 // restart (memory written at shutdown, disk as it is), and the cap still
 // holds for what is published after.
 func TestPolicyAcrossRestart(t *testing.T) {
-	for _, memQueue := range []int64{10000, 10} {
-		t.Run(fmt.Sprintf("mem-queue-size=%d", memQueue), func(t *testing.T) {
+	for _, tc := range []struct {
+		policy   string
+		memQueue int64
+	}{
+		{`{"max_msgs":100}`, 10000},
+		{`{"max_msgs":100}`, 10},
+		{`{"max_bytes":800}`, 10}, // the restored disk backlog's bytes are measured
+	} {
+		t.Run(fmt.Sprintf("%s mem-queue-size=%d", tc.policy, tc.memQueue), func(t *testing.T) {
 			o := testOptions(t)
-			o.MemQueueSize = memQueue
+			o.MemQueueSize = tc.memQueue
 			d := startDaemon(t, o)
 			d.mustDo("POST", "/topic/create?topic=orders", "", http.StatusOK)
 			d.mustDo("POST", "/channel/create?topic=orders&channel=archive", "", http.StatusOK)
-			d.postPolicy("/channel/policy?topic=orders&channel=archive", `{"max_msgs":100}`)
+			d.postPolicy("/channel/policy?topic=orders&channel=archive", tc.policy)
 			p := newProducer(t, d.tcp)
 			publishInBatches(t, p, "orders", 0, 1000)
 			p.Stop()
@@ -168,7 +175,7 @@ func TestPolicyAcrossRestart(t *testing.T) {
 			if err := json.Unmarshal([]byte(d.mustDo("GET", "/channel/policy?topic=orders&channel=archive", "", 200)), &pol); err != nil {
 				t.Fatal(err)
 			}
-			if pol.MaxMsgs != 100 {
+			if pol.MaxMsgs != 100 && pol.MaxBytes != 800 {
 				t.Fatalf("policy after restart: %+v", pol)
 			}
 			publishInBatches(t, newProducer(t, d.tcp), "orders", 1000, 1010)

@@ -67,15 +67,24 @@ func (ch *Channel) putFromBacklogWithinCap(msgs []*Message) (taken int, err erro
 
 // nextLiveLocked pops the next ready message, dropping those older than
 // max_age (counted as expired): a message that has expired is never
-// delivered.
+// delivered. A message that already had its last allowed delivery (it was
+// in flight at a shutdown, or came from an NSQ data dir) leaves for the
+// dead-letter topic instead, from a goroutine of its own since the lock
+// is held here (rare: the usual way out is at REQ or timeout).
 func (ch *Channel) nextLiveLocked() *Message {
 	p := ch.q.policy()
 	for {
 		m := ch.nextLocked()
-		if m == nil || p == nil || p.maxAge <= 0 || !p.expired(m.Timestamp, time.Now().UnixNano()) {
+		switch {
+		case m == nil || p == nil:
+			return m
+		case p.maxAge > 0 && p.expired(m.Timestamp, time.Now().UnixNano()):
+			ch.q.pol.expired.Add(1)
+		case outOfAttempts(p, m):
+			go ch.deadLetter([]*Message{m})
+		default:
 			return m
 		}
-		ch.q.pol.expired.Add(1)
 	}
 }
 

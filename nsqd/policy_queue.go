@@ -313,18 +313,15 @@ func endOfDisk(err error) error {
 
 // measureDisk counts the body bytes on disk of a queue opened with a
 // backlog, so that max_bytes can be enforced on it. It reads the backlog
-// provisionally and rewinds; it waits for the read side if a read is under
-// way, and reports false when the owner holds the head (try again
-// later). The owner's lock is not held on entry.
+// provisionally and rewinds. It reports false, having done nothing, when
+// a read is under way or the owner holds the head: the next sweep tries
+// again. The owner's lock is not held on entry.
 func (q *msgQueue) measureDisk() (bool, error) {
 	if q.pol.diskKnown.Load() {
 		return true, nil
 	}
 	q.idle.L.Lock()
-	for q.reading {
-		q.idle.Wait()
-	}
-	if q.pol.diskKnown.Load() || q.backend.Depth() == 0 {
+	if !q.reading && q.backend.Depth() == 0 {
 		if !q.pol.diskKnown.Load() {
 			q.pol.diskBody.Store(0)
 			q.pol.diskKnown.Store(true)

@@ -299,6 +299,44 @@ func TestPolicyMaxAge(t *testing.T) {
 	d.consumeExactly("events", "c", policyStrings(50, 60))
 }
 
+// TestPolicyMaxAgeTopicBacklog: the topic's own backlog expires too.
+func TestPolicyMaxAgeTopicBacklog(t *testing.T) {
+	d := startDaemon(t, testOptions(t))
+	d.mustDo("POST", "/topic/create?topic=events", "", http.StatusOK)
+	d.postPolicy("/topic/policy?topic=events", `{"max_age":"1s"}`)
+	p := newProducer(t, d.tcp)
+	publishInBatches(t, p, "events", 0, 10)
+	waitFor(t, "the topic's backlog expired", 10*time.Second, func() bool {
+		ts := d.topicStats("events")
+		return ts.ExpiredCount == 10 && ts.Depth == 0
+	})
+	publishInBatches(t, p, "events", 10, 15)
+	d.consumeExactly("events", "c", policyStrings(10, 15))
+}
+
+// TestPolicyMaxAttemptsRestored: a message that had its last allowed
+// delivery before a restart is not delivered again.
+func TestPolicyMaxAttemptsRestored(t *testing.T) {
+	d := startDaemon(t, testOptions(t))
+	d.mustDo("POST", "/topic/create?topic=jobs", "", http.StatusOK)
+	d.mustDo("POST", "/channel/create?topic=jobs&channel=work", "", http.StatusOK)
+	d.postPolicy("/channel/policy?topic=jobs&channel=work", `{"max_attempts":2,"dead_letter_topic":"dlq"}`)
+	publishInBatches(t, newProducer(t, d.tcp), "jobs", 0, 4)
+	tp, _ := d.GetExistingTopic("jobs")
+	ch, _ := tp.GetExistingChannel("work")
+	ch.mu.Lock() // as restored from disk: the first already out of attempts
+	for i := 0; i < 4; i++ {
+		m, _ := ch.q.popFrontLocked()
+		if i == 0 {
+			m.Attempts = 2
+		}
+		ch.q.pushBackLocked(m)
+	}
+	ch.mu.Unlock()
+	d.consumeExactly("jobs", "work", policyStrings(1, 4))
+	d.consumeExactly("dlq", "inspect", policyStrings(0, 1))
+}
+
 // TestPolicyMaxAgeAtDelivery: a message that expires while it waits in
 // memory behind a slow consumer is dropped when it reaches the head.
 func TestPolicyMaxAgeAtDelivery(t *testing.T) {

@@ -52,13 +52,11 @@ func (q *msgQueue) initPolicy() {
 	q.pol.diskKnown.Store(q.backend.Depth() == 0)
 }
 
-// notePolicyWrite and notePolicyRead keep diskBody as records come and go.
+// noteDiskWrite and noteDiskRead keep diskBody as records come and go.
 func (q *msgQueue) noteDiskWrite(msgs []*Message) {
-	var b int64
-	for _, m := range msgs {
-		b += int64(len(m.Body))
+	if !q.ephemeral { // an ephemeral queue's "disk" drops them
+		q.pol.diskBody.Add(bodyBytes(msgs))
 	}
-	q.pol.diskBody.Add(b)
 }
 
 func (q *msgQueue) noteDiskRead(rec []byte) {

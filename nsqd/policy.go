@@ -74,6 +74,7 @@ type queuePolicy struct {
 	maxAge          time.Duration
 	maxAttempts     int64
 	deadLetterTopic string
+	maxAgeText      string // maxAge.String(), made once: /stats shows it for every queue
 }
 
 // capped reports whether the queue has a depth cap.
@@ -134,6 +135,7 @@ func resolvePolicy(ownTopic string, layers ...*policySettings) *queuePolicy {
 	if p.isOff() {
 		return nil
 	}
+	p.maxAgeText = p.maxAge.String()
 	return &p
 }
 
@@ -153,12 +155,12 @@ type ChannelPolicy struct {
 	DeadLetterTopic string `json:"dead_letter_topic"`
 }
 
+// topicView and channelView allocate nothing: /stats makes one per queue.
 func (p *queuePolicy) topicView() TopicPolicy {
-	var v queuePolicy
-	if p != nil {
-		v = *p
+	if p == nil {
+		return TopicPolicy{Overflow: overflowDropOldest.String(), MaxAge: "0s"}
 	}
-	return TopicPolicy{MaxMsgs: v.maxMsgs, MaxBytes: v.maxBytes, Overflow: v.overflow.String(), MaxAge: v.maxAge.String()}
+	return TopicPolicy{MaxMsgs: p.maxMsgs, MaxBytes: p.maxBytes, Overflow: p.overflow.String(), MaxAge: p.maxAgeText}
 }
 
 func (p *queuePolicy) channelView() ChannelPolicy {

@@ -20,10 +20,10 @@ type TopicStats struct {
 	// (a channel's disk is full, say); absent while it can.
 	BacklogBlocked string `json:"backlog_blocked,omitempty"`
 	// not in NSQ: the queue policy and what it dropped (policy.go)
-	Policy       TopicPolicy `json:"policy"`
-	DroppedCount uint64      `json:"dropped_count"`
-	ExpiredCount uint64      `json:"expired_count"`
-	policyText   string
+	Policy       TopicPolicy  `json:"policy"`
+	DroppedCount uint64       `json:"dropped_count"`
+	ExpiredCount uint64       `json:"expired_count"`
+	policy       *queuePolicy // for the text format
 }
 
 // ChannelStats is one channel in /stats.
@@ -48,7 +48,7 @@ type ChannelStats struct {
 	DroppedCount    uint64        `json:"dropped_count"`
 	ExpiredCount    uint64        `json:"expired_count"`
 	DeadLetterCount uint64        `json:"dead_letter_count"`
-	policyText      string
+	policy          *queuePolicy  // for the text format
 }
 
 // PubCount is one topic a producer published to.
@@ -203,7 +203,7 @@ func (ch *Channel) stats(includeClients bool, topic string) ChannelStats {
 		DroppedCount:         snap.dropped,
 		ExpiredCount:         snap.expired,
 		DeadLetterCount:      snap.deadLettered,
-		policyText:           snap.policy.text(),
+		policy:               snap.policy,
 	}
 	if includeClients {
 		var subs []*Subscription
@@ -233,7 +233,7 @@ func (t *Topic) stats(channel, topicFilter string, includeClients bool) TopicSta
 		Policy:       snap.policy.topicView(),
 		DroppedCount: snap.dropped,
 		ExpiredCount: snap.expired,
-		policyText:   snap.policy.text(),
+		policy:       snap.policy,
 	}
 	if r := t.blocked.Load(); r != nil {
 		s.BacklogBlocked = *r

@@ -335,7 +335,7 @@ func TestPolicyMaxAttemptsRestored(t *testing.T) {
 		}
 		ch.q.pushBackLocked(m)
 	}
-	ch.mu.Unlock()
+	ch.unlock()
 	d.consumeExactly("jobs", "work", policyStrings(1, 4))
 	d.consumeExactly("dlq", "inspect", policyStrings(0, 1))
 }

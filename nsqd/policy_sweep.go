@@ -17,23 +17,33 @@ const policySweepInterval = time.Second
 func (n *NSQD) policySweepLoop() {
 	tick := time.NewTicker(policySweepInterval)
 	defer tick.Stop()
+	var topics []*Topic // reused: an idle daemon's sweep allocates nothing
 	for {
 		select {
 		case <-n.ctx.Done():
 			return
 		case <-tick.C:
-			n.sweepPolicies(time.Now().UnixNano())
+			topics = n.sweepPolicies(time.Now().UnixNano(), topics[:0])
 		}
 	}
 }
 
-func (n *NSQD) sweepPolicies(now int64) {
-	for _, t := range n.Topics() {
+// sweepPolicies sweeps every topic and channel, in no particular order,
+// collecting the topics into buf, which it returns emptied.
+func (n *NSQD) sweepPolicies(now int64, buf []*Topic) []*Topic {
+	n.mu.RLock()
+	for _, t := range n.topics {
+		buf = append(buf, t)
+	}
+	n.mu.RUnlock()
+	for _, t := range buf {
 		t.sweepPolicy(now)
 		for _, ch := range t.channelList() {
 			ch.sweepPolicy(now)
 		}
 	}
+	clear(buf) // hold no deleted topic until the next sweep
+	return buf[:0]
 }
 
 // publishDeadLetter publishes bodies as new messages of the dead-letter

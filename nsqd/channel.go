@@ -114,6 +114,7 @@ func newChannel(topicName, name string, ephemeral bool, cfg *queueConfig, e2e *l
 		return nil, fmt.Errorf("channel %s/%s: %w", topicName, name, err)
 	}
 	ch.q.init(cfg, backend, ephemeral, cfg.memQueueSize == 0 && !ephemeral, &ch.mu)
+	ch.q.pol.discard = ch.dropLocked
 	if err := ch.loadDeferred(); err != nil {
 		ch.log.Error("loading deferred messages", "topic", topicName, "channel", name, "err", err)
 	}

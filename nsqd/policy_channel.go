@@ -80,6 +80,7 @@ func (ch *Channel) nextLiveLocked() *Message {
 			return m
 		case p.maxAge > 0 && p.expired(m.Timestamp, time.Now().UnixNano()):
 			ch.q.pol.expired.Add(1)
+			ch.dropLocked(m)
 		case outOfAttempts(p, m):
 			go ch.deadLetter([]*Message{m})
 		default:
@@ -97,13 +98,28 @@ func outOfAttempts(p *queuePolicy, m *Message) bool {
 // deadLetter hands messages that ran out of attempts to the dead-letter
 // topic, or drops them when there is none; both count as dead-lettered.
 // It runs without the channel's lock: publishing takes other topics' and
-// channels' locks. A dead-letter publish that fails (the daemon is
-// shutting down, memory is over its limit, the dead-letter topic refuses
-// new messages) loses the messages; the error is logged.
+// channels' locks. The messages have left the channel, so nothing else
+// touches them. A message read from a held disk record (--mem-queue-size=0)
+// keeps its record until it is safe on the dead-letter topic, so a crash
+// in between redelivers it rather than loses it. A dead-letter publish
+// that fails (the daemon is shutting down, memory is over its limit, the
+// dead-letter topic refuses new messages) loses the messages; the error
+// is logged.
 func (ch *Channel) deadLetter(msgs []*Message) {
 	if len(msgs) == 0 {
 		return
 	}
+	var holds []uint64
+	for _, m := range msgs {
+		if h := takeHold(m); h != 0 {
+			holds = append(holds, h)
+		}
+	}
+	defer func() {
+		for _, h := range holds {
+			ch.q.release(h)
+		}
+	}()
 	ch.q.pol.deadLettered.Add(uint64(len(msgs)))
 	p := ch.q.policy()
 	if p == nil || p.deadLetterTopic == "" || ch.cfg.deadLetter == nil {
@@ -121,7 +137,7 @@ func (ch *Channel) deadLetter(msgs []*Message) {
 
 // sweepPolicy is the periodic work of the channel's policy (msgQueue.sweep).
 func (ch *Channel) sweepPolicy(now int64) {
-	if err := ch.q.sweep(now, func() bool { return ch.exiting }); err != nil {
+	if err := ch.q.sweep(now, func() bool { return ch.exiting }, ch.unlock); err != nil {
 		ch.log.Error("measuring disk backlog", "topic", ch.topicName, "channel", ch.name, "err", err)
 	}
 }

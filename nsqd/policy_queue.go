@@ -38,8 +38,11 @@ type queuePolicyState struct {
 
 	// headHeld, if set, reports (with the owner's lock held) that the
 	// owner holds provisional reads of the disk's head (a topic moving a
-	// batch to its channels), which skipping or measuring would disturb.
+	// batch to its channels), which skipping would disturb.
 	headHeld func() bool
+	// discard, if set, ends a message the policy dropped from memory (a
+	// channel releases its held disk record: Channel.dropLocked).
+	discard func(*Message)
 }
 
 var errQueueFull = errors.New("queue full")
@@ -132,6 +135,7 @@ func (q *msgQueue) dropOldestLocked(p *queuePolicy) {
 		if !ok {
 			break
 		}
+		q.discardLocked(m)
 		overN--
 		overB -= int64(len(m.Body))
 		q.pol.dropped.Add(1)
@@ -162,6 +166,12 @@ func (q *msgQueue) dropOldestLocked(p *queuePolicy) {
 	}
 }
 
+func (q *msgQueue) discardLocked(m *Message) {
+	if q.pol.discard != nil {
+		q.pol.discard(m)
+	}
+}
+
 // overCapLocked is how many messages and body bytes are over p's caps.
 func (q *msgQueue) overCapLocked(p *queuePolicy) (n, bytes int64) {
 	if p.maxMsgs > 0 {
@@ -187,6 +197,7 @@ func (q *msgQueue) expireLocked(p *queuePolicy, now int64) {
 			break
 		}
 		q.popFrontLocked()
+		q.discardLocked(m)
 		q.pol.expired.Add(1)
 	}
 	if q.mem.Len() > 0 || !q.claimHeadLocked() {
@@ -207,9 +218,10 @@ func (q *msgQueue) expireLocked(p *queuePolicy, now int64) {
 // sweep is the periodic work of the queue's policy: the disk's byte count
 // is measured if max_bytes needs it, expired messages at the head go, and
 // a cap that could not be enforced at once (a disk read was under way) is.
-// exiting is read with the owner's lock held. The error is the
-// measurement's (the drops log their own).
-func (q *msgQueue) sweep(now int64, exiting func() bool) error {
+// exiting is read with the owner's lock held; unlock is the owner's
+// (it settles, and a channel releases the held records of what was
+// dropped). The error is the measurement's (the drops log their own).
+func (q *msgQueue) sweep(now int64, exiting func() bool, unlock func()) error {
 	p := q.policy()
 	if p == nil {
 		return nil
@@ -223,7 +235,7 @@ func (q *msgQueue) sweep(now int64, exiting func() bool) error {
 		q.expireLocked(p, now)
 		q.dropOldestLocked(p)
 	}
-	q.unlockSettled()
+	unlock()
 	return err
 }
 
@@ -237,83 +249,32 @@ func (q *msgQueue) claimHeadLocked() bool {
 }
 
 // skipHead drops records from the disk's head while keep returns false
-// for them (all of them when keep is nil), at most max, and reports how
-// many it dropped. The read side must be claimed and the owner's lock not
-// held.
-//
-// It stands in for the disk queue's SkipWhile until that lands: with only
-// Next, looking at a record means reading it, so a record keep may want
-// to keep is read provisionally (Mark) and given back with Rewind. Swap
-// this body for q.backend.SkipWhile(max, keep) (and the byte count for the
-// records it reports) once the disk queue has it.
+// for them (all of them when keep is nil), at most max (SkipWhile), and
+// reports how many it dropped, keeping the byte count. The read side must
+// be claimed and the owner's lock not held.
 func (q *msgQueue) skipHead(max int64, keep func(rec []byte) bool) (int64, error) {
-	var skipped int64
-	for skipped < max {
-		if keep == nil {
-			rec, err := q.backend.Next()
-			if err != nil {
-				return skipped, endOfDisk(err)
-			}
-			q.noteDiskRead(rec)
-			skipped++
-			continue
+	var bytes int64
+	n, err := q.backend.SkipWhile(max, func(rec []byte) bool {
+		if keep != nil && keep(rec) {
+			return true
 		}
-		// A batch at a time, provisionally: all dropped → Commit; a record
-		// to keep → Rewind, and read again for good those before it.
-		q.backend.Mark()
-		var drop int64
-		var dropBytes int
-		kept := false
-		var err error
-		for drop < min(skipBatch, max-skipped) {
-			var rec []byte
-			if rec, err = q.backend.Next(); err != nil {
-				break
-			}
-			if keep(rec) {
-				kept = true
-				break
-			}
-			drop++
-			dropBytes += len(rec) - messageHeaderLen
-		}
-		if !kept && err == nil || errors.Is(err, diskqueue.ErrEmpty) {
-			if cerr := q.backend.Commit(); cerr != nil {
-				return skipped, cerr
-			}
-			q.pol.diskBody.Add(-int64(dropBytes))
-			skipped += drop
-			if err != nil || drop == 0 {
-				return skipped, nil
-			}
-			continue
-		}
-		q.backend.Rewind()
-		if err != nil {
-			return skipped, endOfDisk(err)
-		}
-		n, err := q.skipHead(drop, nil)
-		return skipped + n, err
+		bytes += int64(len(rec) - messageHeaderLen)
+		return false
+	})
+	q.pol.diskBody.Add(-bytes)
+	if errors.Is(err, diskqueue.ErrClosed) {
+		err = nil
 	}
-	return skipped, nil
-}
-
-// skipBatch is how many records skipHead reads provisionally at a time.
-const skipBatch = 256
-
-// endOfDisk turns the errors that only mean "nothing more to read" into nil.
-func endOfDisk(err error) error {
-	if errors.Is(err, diskqueue.ErrEmpty) || errors.Is(err, diskqueue.ErrClosed) {
-		return nil
-	}
-	return err
+	return n, err
 }
 
 // measureDisk counts the body bytes on disk of a queue opened with a
 // backlog, so that max_bytes can be enforced on it. It reads the backlog
-// provisionally and rewinds. It reports false, having done nothing, when
-// a read is under way or the owner holds the head: the next sweep tries
-// again. The owner's lock is not held on entry.
+// with Peek, which changes nothing; the read side is claimed meanwhile so
+// that no record is both counted here and moved into memory. It reports
+// false, having done nothing, when a read is under way or the owner holds
+// the head: the next sweep tries again. The owner's lock is not held on
+// entry.
 func (q *msgQueue) measureDisk() (bool, error) {
 	if q.pol.diskKnown.Load() {
 		return true, nil
@@ -333,27 +294,17 @@ func (q *msgQueue) measureDisk() (bool, error) {
 	}
 	q.unlockSettled()
 	var total int64
-	var err error
-	q.backend.Mark()
-	for {
-		var rec []byte
-		rec, err = q.backend.Next()
-		if err != nil {
-			break
-		}
+	err := q.backend.Peek(math.MaxInt, func(rec []byte) bool {
 		total += int64(len(rec) - messageHeaderLen)
-	}
-	q.backend.Rewind()
-	if errors.Is(err, diskqueue.ErrEmpty) {
-		err = nil
-	}
+		return true
+	})
 	closed := errors.Is(err, diskqueue.ErrClosed) // the owner closed meanwhile
 	if closed {
 		err = nil
 	}
 	q.idle.L.Lock()
 	if err == nil && !closed {
-		// Writes that landed during the scan were read by it too.
+		// Writes that landed during the peek were counted by it too.
 		q.pol.diskBody.Store(total)
 		q.pol.diskKnown.Store(true)
 	}

@@ -23,12 +23,12 @@ func newTestQueue(t *testing.T) (*msgQueue, *sync.Mutex) {
 	t.Cleanup(func() { _ = backend.Close() })
 	var mu sync.Mutex
 	q := &msgQueue{}
-	q.init(cfg, backend, false, &mu)
+	q.init(cfg, backend, false, false, &mu)
 	return q, &mu
 }
 
-// TestSkipHead drops from the disk's head exactly while keep says so,
-// across skipHead's provisional batches and segment files, and leaves the
+// TestSkipHead: skipHead drops from the disk's head exactly while keep
+// says so, across segment files, keeps the byte count, and leaves the
 // first kept record to be read next.
 func TestSkipHead(t *testing.T) {
 	for _, tc := range []struct {
@@ -39,11 +39,11 @@ func TestSkipHead(t *testing.T) {
 		{0, 0, 1 << 62, 0},
 		{10, 0, 1 << 62, 0},
 		{10, 3, 1 << 62, 3},
-		{600, 300, 1 << 62, 300}, // past one provisional batch of 256
+		{600, 300, 1 << 62, 300},
 		{600, 600, 1 << 62, 600}, // everything
 		{600, 600, 257, 257},     // bounded by max
-		{600, 512, 1 << 62, 512}, // a batch boundary exactly
-		{600, -1, 300, 300},      // by count alone
+		{600, 512, 1 << 62, 512},
+		{600, -1, 300, 300}, // by count alone
 		{10, -1, 300, 10},
 	} {
 		t.Run(fmt.Sprintf("%d-%d-%d", tc.total, tc.keepFrom, tc.max), func(t *testing.T) {

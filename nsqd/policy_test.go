@@ -782,3 +782,37 @@ func freeLocalAddr(t *testing.T) string {
 	defer l.Close()
 	return l.Addr().String()
 }
+
+// TestPolicyDeadLetterReleasesHeldRecords: with --mem-queue-size=0 a
+// channel holds each message's disk record until the message is done; a
+// message that leaves by max_attempts is done once it is on the
+// dead-letter topic, so a restart does not deliver it again.
+func TestPolicyDeadLetterReleasesHeldRecords(t *testing.T) {
+	o := testOptions(t)
+	o.MemQueueSize = 0
+	d := startDaemon(t, o)
+	d.mustDo("POST", "/topic/create?topic=jobs", "", http.StatusOK)
+	d.mustDo("POST", "/channel/create?topic=jobs&channel=work", "", http.StatusOK)
+	d.postPolicy("/channel/policy?topic=jobs&channel=work", `{"max_attempts":1,"dead_letter_topic":"dlq"}`)
+	const n = 30
+	publishInBatches(t, newProducer(t, d.tcp), "jobs", 0, n)
+	cfg := nsqConfig()
+	cfg.MaxInFlight = n
+	cfg.MaxBackoffDuration = 0
+	s := &countingSink{sink: newSink(), requeue: true}
+	c := newConsumer(t, d.tcp, "jobs", "work", cfg, s)
+	waitFor(t, "every message dead-lettered", 10*time.Second, func() bool {
+		cs, _ := d.channelStats("jobs", "work")
+		return cs.DeadLetterCount == n
+	})
+	c.Stop()
+	<-c.StopChan
+	d.stop()
+
+	d = startDaemon(t, o)
+	cs, _ := d.channelStats("jobs", "work")
+	if cs.Depth != 0 {
+		t.Fatalf("after a restart the channel holds %d messages that had left it", cs.Depth)
+	}
+	d.consumeExactly("dlq", "inspect", policyStrings(0, n))
+}

@@ -86,12 +86,16 @@ func (n *NSQD) cleanDataDir() error {
 	return diskqueue.CleanDir(n.opts.DataPath, n.log)
 }
 
-// isMetadataTmp reports whether name is a tmp file of persistMetadata:
+// isMetadataTmp reports whether name is a tmp file of persistMetadata
+// (nsqd.dat or the policies file):
 // "nsqd.dat.<digits>.tmp".
 func isMetadataTmp(name string) bool {
 	digits, ok := strings.CutPrefix(name, metadataFile+".")
 	if !ok {
-		return false
+		// the policies file is written the same way (policy_store.go)
+		if digits, ok = strings.CutPrefix(name, policiesFile+"."); !ok {
+			return false
+		}
 	}
 	digits, ok = strings.CutSuffix(digits, ".tmp")
 	if !ok || digits == "" {

@@ -102,9 +102,9 @@ func outOfAttempts(p *queuePolicy, m *Message) bool {
 // touches them. A message read from a held disk record (--mem-queue-size=0)
 // keeps its record until it is safe on the dead-letter topic, so a crash
 // in between redelivers it rather than loses it. A dead-letter publish
-// that fails (the daemon is shutting down, memory is over its limit, the
-// dead-letter topic refuses new messages) loses the messages; the error
-// is logged.
+// that fails (the daemon is shutting down or draining, memory is over its
+// limit, the dead-letter topic refuses new messages) loses the messages;
+// the error is logged.
 func (ch *Channel) deadLetter(msgs []*Message) {
 	if len(msgs) == 0 {
 		return

@@ -56,6 +56,10 @@ type queueConfig struct {
 	guard           *memoryGuard // nil when memory limits are off (tests)
 	// onDiskError hears every disk queue write or sync error (health).
 	onDiskError func(error)
+	// policyDefaults are the flags' queue policy, every field set;
+	// deadLetter publishes bodies as new messages of topic (policy.go).
+	policyDefaults *policySettings
+	deadLetter     func(topic string, bodies [][]byte) error
 }
 
 // queueBytes is the daemon-wide memory-queue byte counter, if any.

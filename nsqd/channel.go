@@ -114,6 +114,7 @@ func newChannel(topicName, name string, ephemeral bool, cfg *queueConfig, e2e *l
 		return nil, fmt.Errorf("channel %s/%s: %w", topicName, name, err)
 	}
 	ch.q.init(cfg, backend, ephemeral, cfg.memQueueSize == 0 && !ephemeral, &ch.mu)
+	ch.q.pol.discard = ch.dropLocked
 	if err := ch.loadDeferred(); err != nil {
 		ch.log.Error("loading deferred messages", "topic", topicName, "channel", name, "err", err)
 	}
@@ -157,14 +158,21 @@ func (s *Subscription) Unsubscribe() {
 		ch.setSubsLocked(slices.Delete(slices.Clone(ch.subs), i, i+1))
 	}
 	s.closing = true
+	var dead []*Message
+	p := ch.q.policy()
 	for _, m := range s.flight.drain() {
 		ch.landedLocked(m)
+		if outOfAttempts(p, m) {
+			dead = append(dead, m)
+			continue
+		}
 		ch.q.pushFrontLocked(m)
 	}
 	s.inFlight.Store(0)
 	ch.fillAllLocked()
 	last := len(ch.subs) == 0 && !ch.exiting
 	ch.unlock()
+	ch.deadLetter(dead)
 	if last && ch.ephemeral && ch.onLastClient != nil {
 		ch.onLastClient(ch)
 	}
@@ -214,17 +222,25 @@ func (ch *Channel) dropLocked(m *Message) {
 	}
 }
 
-// Requeue is REQ: back to the queue now, or after delay.
+// Requeue is REQ: back to the queue now, or after delay; or, after its
+// last allowed delivery (max_attempts), to the dead-letter topic.
 func (s *Subscription) Requeue(id MessageID, delay time.Duration) error {
 	ch := s.ch
 	ch.mu.Lock()
-	defer ch.unlock()
 	m, err := ch.takeInFlightLocked(s, id)
 	if err != nil {
+		ch.unlock()
 		return err
 	}
 	ch.requeueCount.Add(1)
 	s.requeued.Add(1)
+	if outOfAttempts(ch.q.policy(), m) {
+		ch.fillAllLocked()
+		ch.unlock()
+		ch.deadLetter([]*Message{m})
+		return nil
+	}
+	defer ch.unlock()
 	if delay > 0 {
 		ch.deferLocked(m, time.Now().Add(delay).UnixNano())
 	} else {
@@ -407,7 +423,7 @@ func (ch *Channel) fillLocked(s *Subscription) {
 	}
 	now := time.Now().UnixNano()
 	for s.inFlight.Load() < s.rdy.Load() {
-		m := ch.nextLocked()
+		m := ch.nextLiveLocked()
 		if m == nil {
 			return
 		}
@@ -426,7 +442,7 @@ func (ch *Channel) fillAllLocked() {
 		if s == nil {
 			return
 		}
-		m := ch.nextLocked()
+		m := ch.nextLiveLocked()
 		if m == nil {
 			return
 		}
@@ -450,18 +466,27 @@ func (ch *Channel) armLocked(deadline int64) {
 
 // onTimer requeues timed-out messages and releases due deferred ones.
 func (ch *Channel) onTimer() {
+	var dead []*Message
 	ch.mu.Lock()
-	defer ch.unlock()
+	defer func() {
+		ch.unlock()
+		ch.deadLetter(dead)
+	}()
 	ch.timerAt = 0
 	if ch.exiting {
 		return
 	}
 	now := time.Now().UnixNano()
+	p := ch.q.policy()
 	for _, s := range ch.subs {
 		for m := s.flight.popExpired(now); m != nil; m = s.flight.popExpired(now) {
 			s.inFlight.Add(-1)
 			ch.landedLocked(m)
 			ch.timeoutCount.Add(1)
+			if outOfAttempts(p, m) {
+				dead = append(dead, m)
+				continue
+			}
 			ch.q.pushBackLocked(m)
 		}
 	}
@@ -521,6 +546,7 @@ func (ch *Channel) Empty() error {
 	if err := ch.q.backend.Empty(); err != nil {
 		return fmt.Errorf("channel %s/%s: empty: %w", ch.topicName, ch.name, err)
 	}
+	ch.q.noteDiskEmptied()
 	return nil
 }
 

@@ -44,6 +44,7 @@ func (ch *Channel) tryPut(msgs []*Message, allowDisk bool) (done bool, err error
 	ready, readyBytes := countReady(msgs, now)
 	if ready == 0 || ch.fitsLocked(ready, readyBytes) {
 		ch.acceptLocked(msgs, now, true)
+		ch.q.dropOldestLocked(ch.q.policy())
 		return true, nil
 	}
 	if !allowDisk {
@@ -64,6 +65,7 @@ func (ch *Channel) tryPut(msgs []*Message, allowDisk bool) (done bool, err error
 	}
 	ch.acceptLocked(msgs, now, false)
 	ch.fillAllLocked()
+	ch.q.dropOldestLocked(ch.q.policy())
 	return true, nil
 }
 

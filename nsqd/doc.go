@@ -16,7 +16,9 @@
 //
 // Topics and channels keep their ready messages in one queue type,
 // msgQueue (queue.go): memory in front of a disk queue, in publication
-// order, with the disk I/O done outside the owner's lock.
+// order, with the disk I/O done outside the owner's lock. Queue policies
+// (caps, expiry, delivery attempts; policy*.go) live on msgQueue too: an
+// immutable policy behind an atomic pointer, nil when nothing is set.
 //
 // # Lock order
 //

@@ -59,13 +59,14 @@ func (t *Topic) takeBatch() (batch []*Message, fromMem int, ok bool) {
 		t.draining = false
 		return nil, 0, false
 	}
-	batch = t.q.takeLocked(drainBatch)
+	size := t.drainBatchSize()
+	batch = t.q.takeLocked(size)
 	fromMem = len(batch)
 	t.q.transit.Add(int64(fromMem))
-	if fromMem < drainBatch && t.q.beginReadLocked() {
+	if fromMem < size && t.q.beginReadLocked() {
 		t.unlock()
 		t.q.backend.Mark()
-		more := t.q.read(drainBatch-fromMem, 1<<62, t.logCorrupt) // counted in transit
+		more := t.q.read(size-fromMem, 1<<62, t.logCorrupt) // counted in transit
 		if len(more) == 0 {
 			// What was read, if anything, was undecodable: dropped.
 			_ = t.q.backend.Commit()
@@ -90,12 +91,14 @@ func (t *Topic) takeBatch() (batch []*Message, fromMem int, ok bool) {
 // the topic keeps the whole batch on its own disk until every channel has
 // it, so those deliveries are as safe as the rest.
 func (t *Topic) move(batch []*Message, fromMem int) bool {
-	pending := t.copiesFor(t.channelList(), batch)
+	live, expired := t.liveBatch(batch)
+	pending := t.copiesFor(t.channelList(), live)
 	wait := drainRetryMin
 	for failures := 0; ; failures++ {
 		failed, lastErr := putAll(pending)
 		if len(failed) == 0 {
 			t.placed(batch, fromMem)
+			t.q.pol.expired.Add(uint64(expired))
 			// A batch that needed retries says nothing of the next one:
 			// keep the reason until one moves cleanly or none is left.
 			if failures == 0 || t.Depth() == 0 {
@@ -144,7 +147,7 @@ func (t *Topic) copiesFor(chans []*Channel, batch []*Message) []channelPut {
 func putAll(puts []channelPut) (failed []channelPut, lastErr error) {
 	errs := make([]error, len(puts))
 	taken := make([]int, len(puts))
-	parallel(len(puts), func(i int) { taken[i], errs[i] = puts[i].ch.putFromBacklog(puts[i].msgs) })
+	parallel(len(puts), func(i int) { taken[i], errs[i] = puts[i].ch.putFromBacklogWithinCap(puts[i].msgs) })
 	for i, err := range errs {
 		if err != nil && !errors.Is(err, errChannelClosed) {
 			failed = append(failed, channelPut{puts[i].ch, puts[i].msgs[taken[i]:]})
@@ -185,6 +188,7 @@ func (t *Topic) giveBackLocked(batch []*Message, fromMem int) {
 	t.q.putBackLocked(batch[:fromMem])
 	if fromMem < len(batch) {
 		t.q.backend.Rewind()
+		t.q.noteDiskWrite(batch[fromMem:]) // back on disk
 	}
 	t.q.transit.Add(-int64(len(batch)))
 	t.draining = false

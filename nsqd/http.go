@@ -51,6 +51,10 @@ func newHTTPServer(n *NSQD) *http.Server {
 	r.Handle("POST", "/channel/unpause", v1(s.setPaused(false, s.pausableChannel)))
 	r.Handle("GET", "/topic/peek", v1(s.topicPeek))
 	r.Handle("GET", "/channel/peek", v1(s.channelPeek))
+	r.Handle("GET", "/topic/policy", v1(s.getTopicPolicy))
+	r.Handle("POST", "/topic/policy", v1(s.postTopicPolicy))
+	r.Handle("GET", "/channel/policy", v1(s.getChannelPolicy))
+	r.Handle("POST", "/channel/policy", v1(s.postChannelPolicy))
 	r.Handle("GET", "/config/:opt", v1(s.getConfig))
 	r.Handle("PUT", "/config/:opt", v1(s.putConfig))
 
@@ -171,6 +175,9 @@ func (s *httpServer) publishErr(err error) error {
 	if errors.Is(err, errMemoryLimit) {
 		// 503 like EXITING: the client should retry later, elsewhere or slower.
 		return apiErr(http.StatusServiceUnavailable, "MEMORY_LIMIT_EXCEEDED: "+err.Error())
+	}
+	if errors.Is(err, errQueueFull) {
+		return apiErr(http.StatusServiceUnavailable, "QUEUE_FULL") // reject_new (policy.go)
 	}
 	return apiErr(http.StatusInternalServerError, "INTERNAL_ERROR")
 }

@@ -116,6 +116,9 @@ func formatTextStats(health string, start time.Time, topics []TopicStats, produc
 		}
 		fmt.Fprintf(&b, "\n%s[%-15s] depth: %-5d be-depth: %-5d msgs: %-8d e2e%%: %s\n",
 			prefix, t.TopicName, t.Depth, t.BackendDepth, t.MessageCount, e2eText(t.E2eProcessingLatency))
+		if pt := t.policy.text(); pt != "" {
+			fmt.Fprintf(&b, "      policy: %s  dropped: %d expired: %d\n", pt, t.DroppedCount, t.ExpiredCount)
+		}
 		for _, c := range t.Channels {
 			prefix := "      "
 			if c.Paused {
@@ -124,6 +127,10 @@ func formatTextStats(health string, start time.Time, topics []TopicStats, produc
 			fmt.Fprintf(&b, "%s[%-25s] depth: %-5d be-depth: %-5d inflt: %-4d def: %-4d re-q: %-5d timeout: %-5d msgs: %-8d e2e%%: %s\n",
 				prefix, c.ChannelName, c.Depth, c.BackendDepth, c.InFlightCount, c.DeferredCount,
 				c.RequeueCount, c.TimeoutCount, c.MessageCount, e2eText(c.E2eProcessingLatency))
+			if pt := c.policy.text(); pt != "" {
+				fmt.Fprintf(&b, "         policy: %s  dropped: %d expired: %d dead-lettered: %d\n",
+					pt, c.DroppedCount, c.ExpiredCount, c.DeadLetterCount)
+			}
 			for _, cl := range c.Clients {
 				fmt.Fprintf(&b, "        %s\n", clientText(cl))
 			}

@@ -35,14 +35,23 @@ type metadata struct {
 }
 
 func readMetadata(dataPath string) (*metadata, error) {
-	b, err := os.ReadFile(filepath.Join(dataPath, metadataFile))
-	if errors.Is(err, os.ErrNotExist) {
-		return &metadata{}, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read metadata: %w", err)
+	b, err := readDataFile(dataPath, metadataFile)
+	if b == nil || err != nil {
+		return &metadata{}, err
 	}
 	return parseMetadata(b)
+}
+
+// readDataFile reads dataPath/name; a missing file is nil, nil.
+func readDataFile(dataPath, name string) ([]byte, error) {
+	b, err := os.ReadFile(filepath.Join(dataPath, name))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", name, err)
+	}
+	return b, nil
 }
 
 // parseMetadata decodes nsqd.dat. Names are checked where they are used
@@ -77,12 +86,16 @@ func (n *NSQD) cleanDataDir() error {
 	return diskqueue.CleanDir(n.opts.DataPath, n.log)
 }
 
-// isMetadataTmp reports whether name is a tmp file of persistMetadata:
+// isMetadataTmp reports whether name is a tmp file of persistMetadata
+// (nsqd.dat or the policies file):
 // "nsqd.dat.<digits>.tmp".
 func isMetadataTmp(name string) bool {
 	digits, ok := strings.CutPrefix(name, metadataFile+".")
 	if !ok {
-		return false
+		// the policies file is written the same way (policy_store.go)
+		if digits, ok = strings.CutPrefix(name, policiesFile+"."); !ok {
+			return false
+		}
 	}
 	digits, ok = strings.CutSuffix(digits, ".tmp")
 	if !ok || digits == "" {
@@ -116,7 +129,8 @@ func (n *NSQD) snapshotMetadata() *metadata {
 	return m
 }
 
-// persistMetadata rewrites nsqd.dat atomically: tmp file, fsync, rename.
+// persistMetadata rewrites nsqd.dat atomically, and the policies file
+// (policy_store.go) if the policies changed.
 func (n *NSQD) persistMetadata() error {
 	n.metaMu.Lock()
 	defer n.metaMu.Unlock()
@@ -124,11 +138,18 @@ func (n *NSQD) persistMetadata() error {
 	if err != nil {
 		return err
 	}
-	final := filepath.Join(n.opts.DataPath, metadataFile)
+	if err := writeFileAtomic(filepath.Join(n.opts.DataPath, metadataFile), b); err != nil {
+		return fmt.Errorf("persist metadata: %w", err)
+	}
+	return n.persistPoliciesLocked()
+}
+
+// writeFileAtomic replaces final with b: tmp file, fsync, rename.
+func writeFileAtomic(final string, b []byte) error {
 	tmp := fmt.Sprintf("%s.%d.tmp", final, rand.Int())
 	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
-		return fmt.Errorf("persist metadata: %w", err)
+		return err
 	}
 	_, err = f.Write(b)
 	if err == nil {
@@ -142,7 +163,7 @@ func (n *NSQD) persistMetadata() error {
 	}
 	if err != nil {
 		_ = os.Remove(tmp)
-		return fmt.Errorf("persist metadata: %w", err)
+		return err
 	}
 	return nil
 }
@@ -153,6 +174,10 @@ func (n *NSQD) loadMetadata() error {
 		return err
 	}
 	m, err := readMetadata(n.opts.DataPath)
+	if err != nil {
+		return err
+	}
+	policies, err := readPolicies(n.opts.DataPath)
 	if err != nil {
 		return err
 	}
@@ -168,6 +193,8 @@ func (n *NSQD) loadMetadata() error {
 		if tm.Paused {
 			t.Pause()
 		}
+		// The backlog waits until every channel has its policy.
+		t.holdForStart()
 		for _, cm := range tm.Channels {
 			if !names.Valid(cm.Name) || names.IsEphemeral(cm.Name) {
 				n.log.Warn("skipping channel from metadata", "topic", tm.Name, "channel", cm.Name)
@@ -181,6 +208,8 @@ func (n *NSQD) loadMetadata() error {
 				ch.Pause()
 			}
 		}
+		n.restorePolicies(t, policies.Topics[tm.Name])
+		t.releaseStartHold()
 	}
 	return nil
 }

@@ -8,8 +8,8 @@ import (
 	"testing"
 )
 
-// Start removes what a crash left: nsqd.dat tmp files of an interrupted
-// metadata write, a disk queue's interrupted delete (whole queue gone),
+// Start removes what a crash left: nsqd.dat and policies tmp files of an
+// interrupted metadata write, a disk queue's interrupted delete (whole queue gone),
 // files of a delete whose removal was cut short, and disk queue metadata
 // tmp files; nothing else.
 func TestStartRemovesCrashLeftovers(t *testing.T) {
@@ -17,12 +17,13 @@ func TestStartRemovesCrashLeftovers(t *testing.T) {
 	dir := o.DataPath
 	leftovers := []string{
 		"nsqd.dat.5577006791947779410.tmp",
+		"nsqd.policies.json.8674665223082153551.tmp",
 		"gone:ch.diskqueue.deleting",          // delete interrupted...
 		"gone:ch.diskqueue.000003.dat",        // ...before this was renamed
 		"deleted~1f~old.diskqueue.000000.dat", // removal cut short
 		"t.diskqueue.meta.dat.42.tmp",
 	}
-	keep := []string{"nsqd.dat.backup", "t.diskqueue.000000.dat.bad", "notes.txt"}
+	keep := []string{"nsqd.dat.backup", "t.diskqueue.000000.dat.bad", "notes.txt", "nsqd.policies.json.bak"}
 	for _, f := range append(append([]string{}, leftovers...), keep...) {
 		if err := os.WriteFile(filepath.Join(dir, f), []byte("x"), 0o600); err != nil {
 			t.Fatal(err)

@@ -43,10 +43,11 @@ func (l promErrorLog) Println(v ...any) { l.n.log.Warn("metrics", "err", v) }
 type nsqdCollector struct {
 	n *NSQD
 
-	topicDepth, topicBackendDepth, topicMessages, topicBytes, topicPaused, topicChannels, topicE2E *prometheus.Desc
+	topicDepth, topicBackendDepth, topicMessages, topicBytes, topicPaused, topicChannels, topicE2E,
+	topicDropped, topicExpired *prometheus.Desc
 
 	chDepth, chBackendDepth, chInFlight, chDeferred, chMessages, chRequeues, chTimeouts,
-	chClients, chPaused, chE2E *prometheus.Desc
+	chClients, chPaused, chE2E, chDropped, chExpired, chDeadLetters *prometheus.Desc
 
 	info, startTime, healthy, connections, connectionsTotal, topics, channels,
 	badSegments, backendErrors *prometheus.Desc
@@ -56,9 +57,9 @@ type nsqdCollector struct {
 	// the same descriptors, in the order Collect fills topicSamples and
 	// channelSamples
 	topicGauges   [4]*prometheus.Desc
-	topicCounters [2]*prometheus.Desc
+	topicCounters [4]*prometheus.Desc
 	chGauges      [6]*prometheus.Desc
-	chCounters    [3]*prometheus.Desc
+	chCounters    [6]*prometheus.Desc
 
 	mu    sync.Mutex // serialises Collect, which reuses the scratch below
 	chans []*Channel
@@ -80,6 +81,8 @@ func newNSQDCollector(n *NSQD) *nsqdCollector {
 		topicPaused:       d("nsq_topic_paused", "1 if the topic is paused.", topic, nil),
 		topicChannels:     d("nsq_topic_channels", "Channels of the topic.", topic, nil),
 		topicE2E:          d("nsq_topic_e2e_processing_latency_seconds", "Publish-to-FIN latency over all channels of the topic; quantiles over --e2e-processing-latency-window-time, count and sum since start.", topic, nil),
+		topicDropped:      d("nsq_topic_dropped_messages_total", "Messages of the topic's own backlog dropped by its depth cap (overflow drop_oldest).", topic, nil),
+		topicExpired:      d("nsq_topic_expired_messages_total", "Messages of the topic's own backlog dropped because they were older than max_age.", topic, nil),
 
 		chDepth:        d("nsq_channel_depth", "Messages queued in the channel (memory + disk), not counting in-flight or deferred ones.", channel, nil),
 		chBackendDepth: d("nsq_channel_backend_depth", "Messages of the channel queued on disk.", channel, nil),
@@ -91,6 +94,9 @@ func newNSQDCollector(n *NSQD) *nsqdCollector {
 		chClients:      d("nsq_channel_clients", "Consumers subscribed to the channel.", channel, nil),
 		chPaused:       d("nsq_channel_paused", "1 if the channel is paused.", channel, nil),
 		chE2E:          d("nsq_channel_e2e_processing_latency_seconds", "Publish-to-FIN latency of the channel's messages; quantiles over --e2e-processing-latency-window-time, count and sum since start.", channel, nil),
+		chDropped:      d("nsq_channel_dropped_messages_total", "Messages dropped by the channel's depth cap (overflow drop_oldest).", channel, nil),
+		chExpired:      d("nsq_channel_expired_messages_total", "Messages the channel dropped, never delivered, because they were older than max_age.", channel, nil),
+		chDeadLetters:  d("nsq_channel_dead_letter_messages_total", "Messages that ran out of delivery attempts (max_attempts): published to the dead-letter topic, or dropped without one.", channel, nil),
 
 		info:             d("nsq_nsqd_info", "Always 1; labels carry the version.", []string{"version"}, nil),
 		startTime:        d("nsq_nsqd_start_time_seconds", "Unix time the daemon started.", nil, nil),
@@ -112,17 +118,18 @@ func newNSQDCollector(n *NSQD) *nsqdCollector {
 		memDeferredLimit: d("nsq_nsqd_deferred_memory_limit_bytes", "Budget for deferred messages in memory (--max-deferred-memory).", nil, nil),
 	}
 	c.topicGauges = [...]*prometheus.Desc{c.topicDepth, c.topicBackendDepth, c.topicPaused, c.topicChannels}
-	c.topicCounters = [...]*prometheus.Desc{c.topicMessages, c.topicBytes}
+	c.topicCounters = [...]*prometheus.Desc{c.topicMessages, c.topicBytes, c.topicDropped, c.topicExpired}
 	c.chGauges = [...]*prometheus.Desc{c.chDepth, c.chBackendDepth, c.chInFlight, c.chDeferred, c.chClients, c.chPaused}
-	c.chCounters = [...]*prometheus.Desc{c.chMessages, c.chRequeues, c.chTimeouts}
+	c.chCounters = [...]*prometheus.Desc{c.chMessages, c.chRequeues, c.chTimeouts, c.chDropped, c.chExpired, c.chDeadLetters}
 	return c
 }
 
 func (c *nsqdCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		c.topicDepth, c.topicBackendDepth, c.topicMessages, c.topicBytes, c.topicPaused, c.topicChannels, c.topicE2E,
+		c.topicDropped, c.topicExpired,
 		c.chDepth, c.chBackendDepth, c.chInFlight, c.chDeferred, c.chMessages, c.chRequeues, c.chTimeouts,
-		c.chClients, c.chPaused, c.chE2E,
+		c.chClients, c.chPaused, c.chE2E, c.chDropped, c.chExpired, c.chDeadLetters,
 		c.info, c.startTime, c.healthy, c.connections, c.connectionsTotal, c.topics, c.channels,
 		c.badSegments, c.backendErrors,
 		c.memState, c.memUsage, c.memHard, c.memSoft, c.memQueue, c.memQueueLimit, c.memDeferred, c.memDeferredLimit,
@@ -201,7 +208,7 @@ func (c *nsqdCollector) Collect(out chan<- prometheus.Metric) {
 		sendGauges(out, b.gauges[:], l, c.topicGauges[:],
 			ts.depth, ts.backendDepth, b2i(ts.paused), int64(len(chans)))
 		sendCounters(out, b.counters[:], l, c.topicCounters[:],
-			ts.messageCount, ts.messageBytes)
+			ts.messageCount, ts.messageBytes, ts.dropped, ts.expired)
 		if len(t.e2ePcts) > 0 {
 			c.union.Reset()
 			for _, r := range chans {
@@ -235,7 +242,7 @@ func (c *nsqdCollector) Collect(out chan<- prometheus.Metric) {
 		sendGauges(out, b.gauges[:], l, c.chGauges[:], cs.depth, cs.backendDepth,
 			cs.inFlight, cs.deferred, cs.subs, b2i(cs.paused))
 		sendCounters(out, b.counters[:], l, c.chCounters[:],
-			cs.messageCount, cs.requeueCount, cs.timeoutCount)
+			cs.messageCount, cs.requeueCount, cs.timeoutCount, cs.dropped, cs.expired, cs.deadLettered)
 		if ch.e2e != nil {
 			c.union.Reset()
 			c.union.Add(ch.e2e.q, now)
@@ -294,14 +301,14 @@ type topicSamples struct {
 	topic    dto.LabelPair
 	labels   [1]*dto.LabelPair
 	gauges   [4]gaugeSample
-	counters [2]counterSample
+	counters [4]counterSample
 }
 
 type channelSamples struct {
 	channel  dto.LabelPair
 	labels   [2]*dto.LabelPair
 	gauges   [6]gaugeSample
-	counters [3]counterSample
+	counters [6]counterSample
 }
 
 // send fills samples from values and sends them.

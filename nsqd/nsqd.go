@@ -56,8 +56,9 @@ type NSQD struct {
 	clientsMu sync.Mutex // guards clients
 	clients   map[int64]*client
 
-	metaMu    sync.Mutex    // serialises nsqd.dat writes
-	metaDirty chan struct{} // signals persistLoop; capacity 1
+	metaMu          sync.Mutex    // serialises nsqd.dat and policies file writes
+	metaDirty       chan struct{} // signals persistLoop; capacity 1
+	policiesWritten []byte        // last policies file written; guarded by metaMu
 
 	life lifecycle // drain mode and self-stop (drain_mode.go)
 
@@ -114,6 +115,10 @@ func New(opts *Options) (*NSQD, error) {
 		n.authClient.Method = strings.ToUpper(opts.AuthHTTPRequestMethod)
 	}
 	n.qcfg = newQueueConfig(opts, n.log)
+	if n.qcfg.policyDefaults, err = defaultPolicySettings(opts); err != nil {
+		return nil, err
+	}
+	n.qcfg.deadLetter = n.publishDeadLetter
 	if n.guard, err = newMemoryGuard(opts, n.log); err != nil {
 		return nil, err
 	}
@@ -169,6 +174,11 @@ func (n *NSQD) Start() error {
 		n.persistLoop()
 	}()
 	n.startLookup()
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		n.policySweepLoop()
+	}()
 	n.guard.start(n.onMemoryStateChange)
 	b := n.guard.budget.Load()
 	n.log.Info("memory limits", "source", b.limits.Source, "hard_bytes", b.limits.Hard, "soft_bytes", b.limits.Soft,
@@ -531,7 +541,7 @@ func (n *NSQD) setHealth(err error) {
 		}
 		return
 	}
-	if errors.Is(err, errExiting) || errors.Is(err, errDraining) || errors.Is(err, errMemoryLimit) || errors.Is(err, errChannelClosed) {
+	if errors.Is(err, errExiting) || errors.Is(err, errDraining) || errors.Is(err, errMemoryLimit) || errors.Is(err, errChannelClosed) || errors.Is(err, errQueueFull) {
 		return
 	}
 	h := &healthState{msg: err.Error()}

@@ -103,6 +103,15 @@ type Options struct {
 	MaxDeferredMemory     int64         `flag:"max-deferred-memory"`
 	MemoryMonitorInterval time.Duration `flag:"memory-monitor-interval"`
 
+	// node-wide queue policy defaults (policy.go); topics and channels
+	// override them with POST /topic/policy and /channel/policy
+	QueueMaxMsgs           int64         `flag:"queue-max-msgs"`
+	QueueMaxBytes          int64         `flag:"queue-max-bytes"`
+	QueueOverflow          string        `flag:"queue-overflow"`
+	QueueMaxAge            time.Duration `flag:"queue-max-age"`
+	ChannelMaxAttempts     int64         `flag:"channel-max-attempts"`
+	ChannelDeadLetterTopic string        `flag:"channel-dead-letter-topic"`
+
 	// TLS config
 	TLSCert             string `flag:"tls-cert"`
 	TLSKey              string `flag:"tls-key"`
@@ -234,6 +243,8 @@ func NewOptions() *Options {
 		E2EProcessingLatencyWindowTime: 10 * time.Minute,
 
 		MemoryMonitorInterval: 250 * time.Millisecond,
+
+		QueueOverflow: "drop_oldest",
 
 		DeflateEnabled:  true,
 		MaxDeflateLevel: 6,

@@ -8,10 +8,11 @@ import (
 // benchmarkPublish measures the in-process cost of publishing MPUB-sized
 // batches of 200-byte messages to a topic with the given number of
 // channels (no consumers; each channel's memory queue is drained between
-// rounds so it never spills to disk). One op is one message.
+// rounds so it never spills to disk). One op is one message. setup, if
+// given, runs on the topic and channels first (policy_bench_test.go).
 //
 //	go test -run XXX -bench Publish -benchmem ./nsqd/
-func benchmarkPublish(b *testing.B, channels int) {
+func benchmarkPublish(b *testing.B, channels int, setup ...func(*Topic, []*Channel)) {
 	const batch = 200
 	n := newBenchDaemon(b)
 	t, err := n.GetTopic("bench")
@@ -23,6 +24,9 @@ func benchmarkPublish(b *testing.B, channels int) {
 		if chans[i], err = t.GetChannel(fmt.Sprintf("c%d", i)); err != nil {
 			b.Fatal(err)
 		}
+	}
+	for _, f := range setup {
+		f(t, chans)
 	}
 	bodies := make([][]byte, batch)
 	for i := range bodies {

@@ -54,12 +54,15 @@ type msgQueue struct {
 	// Read without the owner's lock (stats, metrics, Depth).
 	memLen  atomic.Int64
 	transit atomic.Int64 // taken out of mem or off the disk, not yet placed
+
+	pol queuePolicyState // caps, expiry and their counters (policy_queue.go)
 }
 
 // init sets the queue up; lock is the owner's mutex.
 func (q *msgQueue) init(cfg *queueConfig, backend backendQueue, ephemeral, holdReads bool, lock sync.Locker) {
 	q.cfg, q.backend, q.ephemeral, q.holdReads = cfg, backend, ephemeral, holdReads
 	q.idle.L = lock
+	q.initPolicy()
 }
 
 // release ends the hold of m's record (see holdReads): it is FIN'd, or
@@ -187,7 +190,11 @@ func (q *msgQueue) write(msgs []*Message) error {
 	if len(msgs) == 0 {
 		return nil
 	}
-	return q.backend.PutBatch(encodeBatch(msgs))
+	if err := q.backend.PutBatch(encodeBatch(msgs)); err != nil {
+		return err
+	}
+	q.noteDiskWrite(msgs)
+	return nil
 }
 
 func (q *msgQueue) endWriteLocked() {
@@ -226,6 +233,7 @@ func (q *msgQueue) read(n int, maxBytes int64, corrupt func(error)) []*Message {
 			}
 			break
 		}
+		q.noteDiskRead(rec)
 		m, err := decodeMessage(rec)
 		if err != nil {
 			corrupt(err)

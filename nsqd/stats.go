@@ -19,6 +19,11 @@ type TopicStats struct {
 	// BacklogBlocked says why the topic's backlog cannot reach its channels
 	// (a channel's disk is full, say); absent while it can.
 	BacklogBlocked string `json:"backlog_blocked,omitempty"`
+	// not in NSQ: the queue policy and what it dropped (policy.go)
+	Policy       TopicPolicy  `json:"policy"`
+	DroppedCount uint64       `json:"dropped_count"`
+	ExpiredCount uint64       `json:"expired_count"`
+	policy       *queuePolicy // for the text format
 }
 
 // ChannelStats is one channel in /stats.
@@ -38,6 +43,12 @@ type ChannelStats struct {
 	Clients              []ClientStats    `json:"clients"`
 	Paused               bool             `json:"paused"`
 	E2eProcessingLatency *quantile.Result `json:"e2e_processing_latency"`
+	// not in NSQ: the effective queue policy and what it took out
+	Policy          ChannelPolicy `json:"policy"`
+	DroppedCount    uint64        `json:"dropped_count"`
+	ExpiredCount    uint64        `json:"expired_count"`
+	DeadLetterCount uint64        `json:"dead_letter_count"`
+	policy          *queuePolicy  // for the text format
 }
 
 // PubCount is one topic a producer published to.
@@ -124,6 +135,9 @@ type queueSnapshot struct {
 	messageBytes             uint64 // topics only
 	requeueCount             uint64 // channels only
 	timeoutCount             uint64 // channels only
+	policy                   *queuePolicy
+	dropped, expired         uint64
+	deadLettered             uint64 // channels only
 }
 
 // snapshot reads the topic's counters and gauges.
@@ -135,6 +149,9 @@ func (t *Topic) snapshot() queueSnapshot {
 		paused:       t.paused.Load(),
 		messageCount: t.messageCount.Load(),
 		messageBytes: t.messageBytes.Load(),
+		policy:       t.q.policy(),
+		dropped:      t.q.pol.dropped.Load(),
+		expired:      t.q.pol.expired.Load(),
 	}
 }
 
@@ -155,6 +172,10 @@ func (ch *Channel) snapshot() queueSnapshot {
 		messageCount: ch.messageCount.Load(),
 		requeueCount: ch.requeueCount.Load(),
 		timeoutCount: ch.timeoutCount.Load(),
+		policy:       ch.q.policy(),
+		dropped:      ch.q.pol.dropped.Load(),
+		expired:      ch.q.pol.expired.Load(),
+		deadLettered: ch.q.pol.deadLettered.Load(),
 	}
 }
 
@@ -178,6 +199,11 @@ func (ch *Channel) stats(includeClients bool, topic string) ChannelStats {
 		ClientCount:          int(snap.subs),
 		Paused:               snap.paused,
 		E2eProcessingLatency: ch.e2e.result(),
+		Policy:               snap.policy.channelView(),
+		DroppedCount:         snap.dropped,
+		ExpiredCount:         snap.expired,
+		DeadLetterCount:      snap.deadLettered,
+		policy:               snap.policy,
 	}
 	if includeClients {
 		var subs []*Subscription
@@ -204,6 +230,10 @@ func (t *Topic) stats(channel, topicFilter string, includeClients bool) TopicSta
 		MessageBytes: snap.messageBytes,
 		Paused:       snap.paused,
 		Channels:     []ChannelStats{},
+		Policy:       snap.policy.topicView(),
+		DroppedCount: snap.dropped,
+		ExpiredCount: snap.expired,
+		policy:       snap.policy,
 	}
 	if r := t.blocked.Load(); r != nil {
 		s.BacklogBlocked = *r

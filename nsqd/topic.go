@@ -73,6 +73,7 @@ func newTopic(name string, cfg *queueConfig, hooks topicHooks, e2eWindow time.Du
 		return nil, fmt.Errorf("topic %s: %w", name, err)
 	}
 	t.q.init(cfg, backend, t.ephemeral, false, &t.mu)
+	t.initPolicy()
 	if err := t.loadDeferred(); err != nil {
 		t.log.Error("loading deferred messages", "topic", name, "err", err)
 	}
@@ -101,7 +102,7 @@ func (t *Topic) Put(msgs []*Message) error {
 
 	var err error
 	if direct {
-		err = t.fanOut(t.channelList(), msgs)
+		err = t.fanOutWithinCaps(t.channelList(), msgs)
 	} else {
 		err = t.queue(msgs)
 	}
@@ -230,9 +231,16 @@ func (t *Topic) queue(msgs []*Message) error {
 	if !t.holdsBacklogLocked() {
 		// The backlog drained while we waited for the lock.
 		t.unlock()
-		return t.fanOut(t.channelList(), msgs)
+		return t.fanOutWithinCaps(t.channelList(), msgs)
 	}
 	defer t.unlock()
+	release, err := t.reserveBacklogLocked(msgs)
+	if err != nil {
+		return err
+	}
+	if release != nil {
+		defer release() // before the deferred unlock
+	}
 	var toDisk []*Message
 	n, bytes := countReady(msgs, 0)
 	if n > 0 && (!t.q.memAllowed() || t.q.diskBusyLocked() || !t.q.roomLocked(n, bytes)) {
@@ -252,6 +260,7 @@ func (t *Topic) queue(msgs []*Message) error {
 			t.q.pushBackLocked(m)
 		}
 	}
+	t.q.dropOldestLocked(t.q.policy())
 	t.startDrainLocked()
 	return nil
 }
@@ -287,6 +296,7 @@ func (t *Topic) GetChannel(name string) (*Channel, error) {
 		t.unlock()
 		return nil, err
 	}
+	ch.resolvePolicyLocked(t.q.pol.own.Load())
 	t.addChannelLocked(ch)
 	t.startDrainLocked()
 	t.unlock()
@@ -416,6 +426,7 @@ func (t *Topic) Empty() error {
 	if err := t.q.backend.Empty(); err != nil {
 		return fmt.Errorf("topic %s: empty: %w", t.name, err)
 	}
+	t.q.noteDiskEmptied()
 	return nil
 }
 

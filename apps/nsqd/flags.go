@@ -204,6 +204,13 @@ func newFlagSet(opts *nsqd.Options) *flag.FlagSet {
 	fs.Var(&experiments, "enable-experiment", fmt.Sprintf("enable an experimental feature (may be given multiple times) (valid options: %s)", experimentNames()))
 	fs.String("sigterm", opts.SigtermMode, "what SIGTERM does: clean-shutdown (stop now, keeping queued messages on disk) or drain (refuse new messages, deliver what remains, exit when empty)")
 
+	fs.Int64("queue-max-msgs", opts.QueueMaxMsgs, "default queue policy: most messages waiting in a topic's or channel's queue, memory + disk (0 = no cap; POST /topic/policy and /channel/policy override it)")
+	fs.Int64("queue-max-bytes", opts.QueueMaxBytes, "default queue policy: most message body bytes waiting in a topic's or channel's queue (0 = no cap)")
+	fs.String("queue-overflow", opts.QueueOverflow, "default queue policy: what a publish past a cap does: drop_oldest (drop the queue's oldest messages) or reject_new (refuse the publish)")
+	fs.Duration("queue-max-age", opts.QueueMaxAge, "default queue policy: messages older than this are never delivered and are dropped, from disk too (0 = off)")
+	fs.Int64("channel-max-attempts", opts.ChannelMaxAttempts, "default channel policy: deliveries of a message before a REQ or timeout sends it to the dead-letter topic (0 = unlimited)")
+	fs.String("channel-dead-letter-topic", opts.ChannelDeadLetterTopic, "default channel policy: topic that receives messages out of attempts (\"\" = they are dropped and counted)")
+
 	fs.Bool("deflate", opts.DeflateEnabled, "enable deflate feature negotiation (client compression)")
 	fs.Int("max-deflate-level", opts.MaxDeflateLevel, "max deflate compression level a client can negotiate (> values == > nsqd CPU usage)")
 	fs.Bool("snappy", opts.SnappyEnabled, "enable snappy feature negotiation (client compression)")

@@ -1,0 +1,150 @@
+package nsqd
+
+import "time"
+
+// A channel's policy: its own settings over its topic's and the flags',
+// caps on its ready queue, expiry at delivery, and max_attempts with the
+// dead-letter topic.
+
+// reserveChannels claims room for msgs in every channel of chans whose
+// policy refuses new messages when full, before anything is stored, so a
+// publish refused by one channel is in none (reject_new is all or
+// nothing). A DPUB counts as if it were ready now: it will be. release, nil when nothing was reserved, gives the room back
+// once the put is done. Between the put landing and release, the messages
+// count twice in a channel, so a concurrent publish near the cap may be
+// refused although it would just fit: near the cap the check errs towards
+// "full", never towards an overshoot.
+func reserveChannels(chans []*Channel, msgs []*Message) (release func(), err error) {
+	var held []*Channel
+	var n, bytes int64 = -1, 0
+	for _, ch := range chans {
+		p := ch.q.policy()
+		if !p.rejects() {
+			continue
+		}
+		if n < 0 {
+			n, bytes = int64(len(msgs)), bodyBytes(msgs)
+		}
+		ch.mu.Lock()
+		err = ch.q.reserveLocked(p, "channel "+ch.topicName+"/"+ch.name, n, bytes)
+		ch.unlock()
+		if err != nil {
+			break
+		}
+		held = append(held, ch)
+	}
+	if len(held) == 0 && err == nil {
+		return nil, nil
+	}
+	release = func() {
+		for _, ch := range held {
+			ch.mu.Lock()
+			ch.q.unreserveLocked(n, bytes)
+			ch.unlock()
+		}
+	}
+	if err != nil {
+		release()
+		return nil, err
+	}
+	return release, nil
+}
+
+// putFromBacklogWithinCap is putFromBacklog within the channel's cap: a
+// reject_new channel that is full refuses the batch (the topic keeps it
+// and retries).
+func (ch *Channel) putFromBacklogWithinCap(msgs []*Message) (taken int, err error) {
+	release, err := reserveChannels([]*Channel{ch}, msgs)
+	if err != nil {
+		return 0, err
+	}
+	taken, err = ch.putFromBacklog(msgs)
+	if release != nil {
+		release()
+	}
+	return taken, err
+}
+
+// nextLiveLocked pops the next ready message, dropping those older than
+// max_age (counted as expired): a message that has expired is never
+// delivered. A message that already had its last allowed delivery (it was
+// in flight at a shutdown, or came from an NSQ data dir) leaves for the
+// dead-letter topic instead, from a goroutine of its own since the lock
+// is held here (rare: the usual way out is at REQ or timeout).
+func (ch *Channel) nextLiveLocked() *Message {
+	p := ch.q.policy()
+	for {
+		m := ch.nextLocked()
+		switch {
+		case m == nil || p == nil:
+			return m
+		case p.maxAge > 0 && p.expired(m.Timestamp, time.Now().UnixNano()):
+			ch.q.pol.expired.Add(1)
+			ch.dropLocked(m)
+		case outOfAttempts(p, m):
+			go ch.deadLetter([]*Message{m})
+		default:
+			return m
+		}
+	}
+}
+
+// outOfAttempts reports whether m, back from a consumer (REQ, timeout or
+// disconnect), has had its last allowed delivery and must leave.
+func outOfAttempts(p *queuePolicy, m *Message) bool {
+	return p != nil && p.maxAttempts > 0 && int64(m.Attempts) >= p.maxAttempts
+}
+
+// deadLetter hands messages that ran out of attempts to the dead-letter
+// topic, or drops them when there is none; both count as dead-lettered.
+// It runs without the channel's lock: publishing takes other topics' and
+// channels' locks. The messages have left the channel, so nothing else
+// touches them. A message read from a held disk record (--mem-queue-size=0)
+// keeps its record until it is safe on the dead-letter topic, so a crash
+// in between redelivers it rather than loses it. A dead-letter publish
+// that fails (the daemon is shutting down or draining, memory is over its
+// limit, the dead-letter topic refuses new messages) loses the messages;
+// the error is logged.
+func (ch *Channel) deadLetter(msgs []*Message) {
+	if len(msgs) == 0 {
+		return
+	}
+	var holds []uint64
+	for _, m := range msgs {
+		if h := takeHold(m); h != 0 {
+			holds = append(holds, h)
+		}
+	}
+	defer func() {
+		for _, h := range holds {
+			ch.q.release(h)
+		}
+	}()
+	ch.q.pol.deadLettered.Add(uint64(len(msgs)))
+	p := ch.q.policy()
+	if p == nil || p.deadLetterTopic == "" || ch.cfg.deadLetter == nil {
+		return
+	}
+	bodies := make([][]byte, len(msgs))
+	for i, m := range msgs {
+		bodies[i] = m.Body
+	}
+	if err := ch.cfg.deadLetter(p.deadLetterTopic, bodies); err != nil {
+		ch.log.Error("publishing to dead-letter topic; messages lost", "topic", ch.topicName, "channel", ch.name,
+			"dead_letter_topic", p.deadLetterTopic, "messages", len(msgs), "err", err)
+	}
+}
+
+// sweepPolicy is the periodic work of the channel's policy (msgQueue.sweep).
+func (ch *Channel) sweepPolicy(now int64) {
+	if err := ch.q.sweep(now, func() bool { return ch.exiting }, ch.unlock); err != nil {
+		ch.log.Error("measuring disk backlog", "topic", ch.topicName, "channel", ch.name, "err", err)
+	}
+}
+
+// resolvePolicyLocked sets the channel's effective policy from its own
+// settings and its topic's; t.mu is held, so the topic's cannot change
+// meanwhile.
+func (ch *Channel) resolvePolicyLocked(topicOwn *policySettings) {
+	ch.q.pol.eff.Store(resolvePolicy(ch.topicName, ch.q.pol.own.Load(), topicOwn, ch.cfg.policyDefaults))
+}

@@ -119,11 +119,22 @@ func (b *browser) see(page string, want ...string) {
 	}
 }
 
-// waitFor polls a JavaScript condition on the page.
+// waitFor polls a JavaScript condition on the page. A click that submits a
+// form navigates while the condition is being evaluated; Chromium then
+// reports the evaluation's page as gone, and the poll starts again on the
+// new page until the deadline.
 func (b *browser) waitFor(what, js string) {
 	b.t.Helper()
-	if _, err := chromedp.Run(b.ctx, chromedp.Poll[bool](js, chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(tooltest.Timeout))); err != nil {
-		b.t.Fatalf("waiting for %s: %v\npage: %s", what, err, b.text())
+	deadline := time.Now().Add(tooltest.Timeout)
+	for {
+		_, err := chromedp.Run(b.ctx, chromedp.Poll[bool](js, chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(time.Until(deadline))))
+		if err == nil {
+			return
+		}
+		navigated := strings.Contains(err.Error(), "navigated or closed") || strings.Contains(err.Error(), "context was destroyed")
+		if !navigated || time.Now().After(deadline) {
+			b.t.Fatalf("waiting for %s: %v\npage: %s", what, err, b.text())
+		}
 	}
 }
 

@@ -15,18 +15,12 @@ import (
 // shutdownTimeout bounds the graceful stop on SIGINT/SIGTERM.
 const shutdownTimeout = 10 * time.Second
 
-func app() service.App[*admin.Options] {
-	return service.App[*admin.Options]{
-		Name:       "nsqadmin",
-		NewOptions: admin.NewOptions,
-		FlagSet:    newFlagSet,
-		New: func(o *admin.Options) (service.Daemon, error) {
-			d, err := admin.New(o)
-			if err != nil {
-				return nil, err
-			}
-			return d, nil
-		},
+func app() service.App[*admin.Options, *admin.Admin] {
+	return service.App[*admin.Options, *admin.Admin]{
+		Name:            "nsqadmin",
+		NewOptions:      admin.NewOptions,
+		FlagSet:         newFlagSet,
+		New:             admin.New,
 		ShutdownTimeout: shutdownTimeout,
 	}
 }

@@ -14,18 +14,12 @@ import (
 // shutdownTimeout bounds the graceful stop on SIGINT/SIGTERM.
 const shutdownTimeout = 10 * time.Second
 
-func app() service.App[*lookupd.Options] {
-	return service.App[*lookupd.Options]{
-		Name:       "nsqlookupd",
-		NewOptions: lookupd.NewOptions,
-		FlagSet:    newFlagSet,
-		New: func(o *lookupd.Options) (service.Daemon, error) {
-			d, err := lookupd.New(o)
-			if err != nil {
-				return nil, err
-			}
-			return d, nil
-		},
+func app() service.App[*lookupd.Options, *lookupd.LOOKUPD] {
+	return service.App[*lookupd.Options, *lookupd.LOOKUPD]{
+		Name:            "nsqlookupd",
+		NewOptions:      lookupd.NewOptions,
+		FlagSet:         newFlagSet,
+		New:             lookupd.New,
 		ShutdownTimeout: shutdownTimeout,
 	}
 }

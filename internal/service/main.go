@@ -12,12 +12,12 @@ import (
 )
 
 // App is what a daemon binary's main needs: its name, its options and
-// flags, and how to build the daemon from them.
-type App[O any] struct {
+// flags, and how to build the daemon (of type D) from them.
+type App[O any, D Daemon] struct {
 	Name       string                // the version line's and error lines' name
 	NewOptions func() O              // the defaults
 	FlagSet    func(O) *flag.FlagSet // flags with opts' values as defaults, --config and --version among them
-	New        func(O) (Daemon, error)
+	New        func(O) (D, error)
 	// ShutdownTimeout bounds the graceful stop on SIGINT/SIGTERM.
 	ShutdownTimeout time.Duration
 }
@@ -25,7 +25,7 @@ type App[O any] struct {
 // ParseArgs resolves the command line and the config file it names onto
 // the default options: flag > config file > default. showVersion reports
 // --version. Usage and errors go to output.
-func (a App[O]) ParseArgs(args []string, output io.Writer) (opts O, showVersion bool, err error) {
+func (a App[O, D]) ParseArgs(args []string, output io.Writer) (opts O, showVersion bool, err error) {
 	opts = a.NewOptions()
 	fs := a.FlagSet(opts)
 	fs.SetOutput(output)
@@ -45,7 +45,7 @@ func (a App[O]) ParseArgs(args []string, output io.Writer) (opts O, showVersion 
 // answers --help and --version, and runs the daemon until a signal or a
 // failure. It returns the exit code: 0, 1 when the daemon fails, 2 for
 // bad arguments.
-func (a App[O]) Main(args []string, stdout, stderr io.Writer) int {
+func (a App[O, D]) Main(args []string, stdout, stderr io.Writer) int {
 	opts, showVersion, err := a.ParseArgs(args, stderr)
 	switch {
 	case errors.Is(err, flag.ErrHelp):
@@ -57,7 +57,14 @@ func (a App[O]) Main(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, version.String(a.Name))
 		return 0
 	}
-	if err := Run(func() (Daemon, error) { return a.New(opts) }, a.ShutdownTimeout); err != nil {
+	build := func() (Daemon, error) {
+		d, err := a.New(opts)
+		if err != nil {
+			return nil, err // not a typed nil inside the interface
+		}
+		return d, nil
+	}
+	if err := Run(build, a.ShutdownTimeout); err != nil {
 		fmt.Fprintf(stderr, "[%s] FATAL: %s\n", a.Name, err)
 		return 1
 	}

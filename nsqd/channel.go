@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nsqgo/nsq/internal/pqueue"
+	"github.com/nsqgo/nsq/internal/replication"
 )
 
 var (
@@ -80,6 +81,9 @@ type Channel struct {
 	paused        atomic.Bool
 	subsView      atomic.Pointer[[]*Subscription] // ch.subs, replaced on change
 	e2e           *latencyStats
+	// repl hears this channel's FINs and REQs when it is the leader's copy
+	// of a replicated channel (cluster.go); nil otherwise.
+	repl atomic.Pointer[replication.Node]
 
 	mu             sync.Mutex // guards every field below, and q
 	q              msgQueue
@@ -211,6 +215,9 @@ func (s *Subscription) Finish(id MessageID) error {
 	ch.dropLocked(m)
 	ch.fillLocked(s)
 	ch.unlock()
+	if r := ch.repl.Load(); r != nil {
+		r.Finished(ch.topicName, ch.name, id)
+	}
 	return nil
 }
 
@@ -238,9 +245,19 @@ func (s *Subscription) Requeue(id MessageID, delay time.Duration) error {
 		ch.fillAllLocked()
 		ch.unlock()
 		ch.deadLetter([]*Message{m})
+		if r := ch.repl.Load(); r != nil {
+			r.Finished(ch.topicName, ch.name, id)
+		}
 		return nil
 	}
 	defer ch.unlock()
+	if r := ch.repl.Load(); r != nil {
+		var due int64
+		if delay > 0 {
+			due = time.Now().Add(delay).UnixNano()
+		}
+		r.Requeued(ch.topicName, ch.name, id, due)
+	}
 	if delay > 0 {
 		ch.deferLocked(m, time.Now().Add(delay).UnixNano())
 	} else {

@@ -20,6 +20,7 @@ import (
 	"github.com/nsqgo/nsq/internal/httpapi"
 	"github.com/nsqgo/nsq/internal/logging"
 	"github.com/nsqgo/nsq/internal/netx"
+	"github.com/nsqgo/nsq/internal/replication"
 	"github.com/nsqgo/nsq/internal/version"
 	"github.com/nsqgo/nsq/internal/wire"
 )
@@ -107,10 +108,12 @@ func (s *httpServer) info(http.ResponseWriter, *http.Request, httprouter.Params)
 		TopologyZone         string        `json:"topology_zone"`
 		TopologyRegion       string        `json:"topology_region"`
 		MemoryLimits         MemoryInfo    `json:"memory_limits"`
+		ClusterAddress       string        `json:"cluster_address,omitempty"`
+		ClusterPeers         []string      `json:"cluster_peers,omitempty"`
 		drainStatus
 	}{version.Version, o.BroadcastAddress, host, httpPort, netx.Port(s.n.tcpListener), s.n.startTime.Unix(),
 		o.MaxHeartbeatInterval, o.MaxOutputBufferSize, o.MaxOutputBufferTimeout, o.MaxDeflateLevel,
-		o.TopologyZone, o.TopologyRegion, s.n.guard.info(), s.n.drainStatus()}, nil
+		o.TopologyZone, o.TopologyRegion, s.n.guard.info(), o.ClusterAddress, o.ClusterPeers, s.n.drainStatus()}, nil
 }
 
 // query parses the URL query as NSQ does: a malformed one is 400
@@ -206,6 +209,9 @@ func (s *httpServer) pub(_ http.ResponseWriter, r *http.Request, _ httprouter.Pa
 	if err := s.authorizePublish(r, name); err != nil {
 		return nil, err
 	}
+	if rep := s.n.replicated(name); rep != nil {
+		return s.replicatedPublish(r, rep, name, [][]byte{body}, deferFor)
+	}
 	t, err := s.getTopic(name)
 	if err != nil {
 		return nil, err
@@ -276,6 +282,9 @@ func (s *httpServer) mpub(_ http.ResponseWriter, r *http.Request, _ httprouter.P
 	}
 	if err != nil {
 		return nil, err
+	}
+	if rep := s.n.replicated(name); rep != nil && len(bodies) > 0 {
+		return s.replicatedPublish(r, rep, name, bodies, 0)
 	}
 	t, err := s.getTopic(name)
 	if err != nil {
@@ -364,9 +373,15 @@ func boolParam(v string, def bool) bool {
 }
 
 func (s *httpServer) topicCreate(_ http.ResponseWriter, r *http.Request, _ httprouter.Params) (any, error) {
-	_, name, err := queryTopic(r)
+	q, name, err := queryTopic(r)
 	if err != nil {
 		return nil, err
+	}
+	if handled, err := s.createReplicated(r, name, q.Get("replicas")); handled {
+		return nil, err
+	}
+	if s.n.isReplicated(name) {
+		return nil, nil // exists, replicated
 	}
 	_, err = s.getTopic(name)
 	return nil, err
@@ -395,6 +410,11 @@ func (s *httpServer) existingTopic(r *http.Request, validate bool) (*Topic, erro
 }
 
 func (s *httpServer) topicDelete(_ http.ResponseWriter, r *http.Request, _ httprouter.Params) (any, error) {
+	if handled, err := s.replicatedAdmin(r, r.URL.Query().Get("topic"), func(rep *replication.Node) error {
+		return rep.DeleteTopic(r.Context(), r.URL.Query().Get("topic"))
+	}); handled {
+		return nil, err
+	}
 	t, err := s.existingTopic(r, false)
 	if err != nil {
 		return nil, err
@@ -409,6 +429,9 @@ func (s *httpServer) topicEmpty(_ http.ResponseWriter, r *http.Request, _ httpro
 	t, err := s.existingTopic(r, true)
 	if err != nil {
 		return nil, err
+	}
+	if s.n.isReplicated(t.name) {
+		return nil, apiErr(http.StatusBadRequest, "NOT_SUPPORTED_FOR_REPLICATED_TOPIC")
 	}
 	if err := t.Empty(); err != nil {
 		return nil, apiErr(http.StatusInternalServerError, "INTERNAL_ERROR")
@@ -425,6 +448,12 @@ type pausable interface {
 // setPaused pauses or unpauses what find names and persists it at once.
 func (s *httpServer) setPaused(pause bool, find func(*http.Request) (pausable, error)) httpapi.Handler {
 	return func(_ http.ResponseWriter, r *http.Request, _ httprouter.Params) (any, error) {
+		q := r.URL.Query()
+		if handled, err := s.replicatedAdmin(r, q.Get("topic"), func(rep *replication.Node) error {
+			return rep.Pause(r.Context(), q.Get("topic"), q.Get("channel"), pause)
+		}); handled {
+			return nil, err
+		}
 		p, err := find(r)
 		if err != nil {
 			return nil, err
@@ -492,6 +521,11 @@ func (s *httpServer) channelCreate(_ http.ResponseWriter, r *http.Request, _ htt
 	if err != nil {
 		return nil, err
 	}
+	if handled, err := s.replicatedAdmin(r, topic, func(rep *replication.Node) error {
+		return rep.CreateChannel(r.Context(), topic, channel)
+	}); handled {
+		return nil, err
+	}
 	t, ok := s.n.GetExistingTopic(topic)
 	if !ok {
 		return nil, apiErr(http.StatusNotFound, "TOPIC_NOT_FOUND")
@@ -506,6 +540,13 @@ func (s *httpServer) channelCreate(_ http.ResponseWriter, r *http.Request, _ htt
 }
 
 func (s *httpServer) channelDelete(_ http.ResponseWriter, r *http.Request, _ httprouter.Params) (any, error) {
+	if topic, channel, err := s.channelArgs(r); err == nil {
+		if handled, err := s.replicatedAdmin(r, topic, func(rep *replication.Node) error {
+			return rep.DeleteChannel(r.Context(), topic, channel)
+		}); handled {
+			return nil, err
+		}
+	}
 	t, ch, err := s.existingChannel(r)
 	if err != nil {
 		return nil, err
@@ -520,9 +561,12 @@ func (s *httpServer) channelDelete(_ http.ResponseWriter, r *http.Request, _ htt
 }
 
 func (s *httpServer) channelEmpty(_ http.ResponseWriter, r *http.Request, _ httprouter.Params) (any, error) {
-	_, ch, err := s.existingChannel(r)
+	t, ch, err := s.existingChannel(r)
 	if err != nil {
 		return nil, err
+	}
+	if s.n.isReplicated(t.name) {
+		return nil, apiErr(http.StatusBadRequest, "NOT_SUPPORTED_FOR_REPLICATED_TOPIC")
 	}
 	if err := ch.Empty(); err != nil {
 		return nil, apiErr(http.StatusInternalServerError, "INTERNAL_ERROR")

@@ -4,11 +4,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
 
+	"github.com/nsqgo/nsq/internal/atomicfile"
 	"github.com/nsqgo/nsq/internal/diskqueue"
 
 	"github.com/nsqgo/nsq/internal/names"
@@ -113,7 +113,7 @@ func isMetadataTmp(name string) bool {
 func (n *NSQD) snapshotMetadata() *metadata {
 	m := &metadata{Version: version.Version}
 	for _, t := range n.Topics() {
-		if t.ephemeral {
+		if t.ephemeral || n.isReplicated(t.name) {
 			continue
 		}
 		// Channels stays nil without channels: NSQ writes "channels":null.
@@ -138,34 +138,10 @@ func (n *NSQD) persistMetadata() error {
 	if err != nil {
 		return err
 	}
-	if err := writeFileAtomic(filepath.Join(n.opts.DataPath, metadataFile), b); err != nil {
+	if err := atomicfile.Write(filepath.Join(n.opts.DataPath, metadataFile), b); err != nil {
 		return fmt.Errorf("persist metadata: %w", err)
 	}
 	return n.persistPoliciesLocked()
-}
-
-// writeFileAtomic replaces final with b: tmp file, fsync, rename.
-func writeFileAtomic(final string, b []byte) error {
-	tmp := fmt.Sprintf("%s.%d.tmp", final, rand.Int())
-	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(b)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, final)
-	}
-	if err != nil {
-		_ = os.Remove(tmp)
-		return err
-	}
-	return nil
 }
 
 // loadMetadata recreates the topics and channels of nsqd.dat.

@@ -21,6 +21,7 @@ import (
 	"github.com/nsqgo/nsq/internal/lookuppeer"
 	"github.com/nsqgo/nsq/internal/names"
 	"github.com/nsqgo/nsq/internal/netx"
+	"github.com/nsqgo/nsq/internal/replication"
 )
 
 // NSQD is one running daemon.
@@ -30,6 +31,7 @@ type NSQD struct {
 	logLevel  *slog.LevelVar
 	qcfg      *queueConfig
 	lookup    *lookuppeer.Manager // nil until Start
+	repl      *replication.Node   // nil unless --cluster-address; set in Start
 	guard     *memoryGuard
 	ids       *idGenerator
 	startTime time.Time
@@ -174,6 +176,11 @@ func (n *NSQD) Start() error {
 		n.persistLoop()
 	}()
 	n.startLookup()
+	// Before clients are served: a replicated topic must never be taken
+	// for an ordinary one.
+	if err := n.startReplication(); err != nil {
+		return err
+	}
 	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()
@@ -295,6 +302,13 @@ func (n *NSQD) Shutdown(ctx context.Context) error {
 		c.close()
 	}
 	n.clientsMu.Unlock()
+	if n.repl != nil {
+		// Leaves the cluster and drops the local copies of replicated
+		// topics: they are not this node's to save.
+		if err := n.repl.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if n.lookup != nil {
 		n.lookup.Close()
 	}
@@ -355,6 +369,11 @@ func (n *NSQD) getTopic(name string, notify bool) (*Topic, error) {
 	if n.Draining() {
 		n.mu.Unlock()
 		return nil, errDraining
+	}
+	if notify && n.isReplicated(name) {
+		// Only the leader has a local copy, made by the replication layer.
+		n.mu.Unlock()
+		return nil, errNotLeader
 	}
 	t, err := newTopic(name, n.qcfg, topicHooks{
 		channelCreated:  n.onChannelCreated,
@@ -417,7 +436,10 @@ func (n *NSQD) deleteTopic(name string, only *Topic) error {
 	return err
 }
 
-var errTopicNotFound = errors.New("topic not found")
+var (
+	errTopicNotFound = errors.New("topic not found")
+	errNotLeader     = errors.New("topic is replicated and this node does not lead it")
+)
 
 // Topics returns every topic sorted by name.
 func (n *NSQD) Topics() []*Topic {
@@ -433,6 +455,9 @@ func (n *NSQD) Topics() []*Topic {
 
 func (n *NSQD) onChannelCreated(t *Topic, ch *Channel) {
 	n.log.Info("channel created", "topic", t.name, "channel", ch.name)
+	if r := n.replicated(t.name); r != nil && !ch.ephemeral {
+		ch.repl.Store(r)
+	}
 	n.lookupRegister(t.name, ch.name)
 	if !n.loading.Load() && !ch.ephemeral && !t.ephemeral {
 		n.metadataChanged()
@@ -596,6 +621,9 @@ func probeWrite(dir string) error {
 }
 
 func validateOptions(o *Options) error {
+	if err := validateCluster(o); err != nil {
+		return err
+	}
 	if o.ID < 0 || o.ID >= 1024 {
 		return fmt.Errorf("--node-id must be in [0,1024), got %d", o.ID)
 	}

@@ -45,6 +45,11 @@ type Options struct {
 	// announced to nsqlookupd.
 	TopologyRegion string `flag:"topology-region"`
 	TopologyZone   string `flag:"topology-zone"`
+
+	// ClusterAddress is this node's replication listener and identity;
+	// empty: no replication. ClusterPeers lists every voter's address.
+	ClusterAddress string   `flag:"cluster-address"`
+	ClusterPeers   []string `flag:"cluster-peers"`
 	// Experiments are the --enable-experiment values.
 	Experiments []string `flag:"enable-experiment" cfg:"enable_experiment"`
 	// SigtermMode is what SIGTERM does: SigtermCleanShutdown or SigtermDrain.

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/nsqgo/nsq/internal/atomicfile"
 )
 
 // Policies are stored in a file of their own, not in nsqd.dat, so that
@@ -130,7 +132,7 @@ func (n *NSQD) persistPoliciesLocked() error {
 	if bytes.Equal(b, n.policiesWritten) {
 		return nil
 	}
-	if err := writeFileAtomic(path, b); err != nil {
+	if err := atomicfile.Write(path, b); err != nil {
 		return fmt.Errorf("persist policies: %w", err)
 	}
 	n.policiesWritten = b

@@ -382,6 +382,11 @@ func (c *client) subscribe(params [][]byte, _ []byte) ([]byte, error) {
 	if err := c.checkAuth("SUB", topicName, channelName); err != nil {
 		return nil, err
 	}
+	if r := c.n.replicated(topicName); r != nil {
+		if err := c.n.replicatedSubscribe(r, topicName, channelName); err != nil {
+			return nil, wire.NewFatalClientErr("E_SUB_FAILED", "SUB failed %s", err)
+		}
+	}
 	// An ephemeral channel (or topic) can be deleted between lookup and
 	// subscribe when its last client leaves; retry with it recreated. A
 	// retired ephemeral topic stays in the daemon's map for a moment, hence
@@ -457,6 +462,13 @@ func (c *client) publishOne(cmd, code, topicName string, body []byte, deferFor t
 }
 
 func (c *client) publish(cmd, code, topicName string, bodies [][]byte, deferFor time.Duration) ([]byte, error) {
+	if r := c.n.replicated(topicName); r != nil {
+		if err := r.Publish(c.n.ctx, topicName, bodies, deferFor); err != nil {
+			return nil, wire.NewFatalClientErr(code, "%s failed %s", cmd, err)
+		}
+		c.recordPub(topicName, len(bodies))
+		return wire.OK, nil
+	}
 	for i := 0; ; i++ {
 		t, err := c.n.GetTopic(topicName)
 		if err != nil {

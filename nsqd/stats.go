@@ -4,6 +4,7 @@ import (
 	"sort"
 
 	"github.com/nsqgo/nsq/internal/quantile"
+	"github.com/nsqgo/nsq/internal/replication"
 )
 
 // TopicStats is one topic in /stats (NSQ's JSON shape).
@@ -20,10 +21,12 @@ type TopicStats struct {
 	// (a channel's disk is full, say); absent while it can.
 	BacklogBlocked string `json:"backlog_blocked,omitempty"`
 	// not in NSQ: the queue policy and what it dropped (policy.go)
-	Policy       TopicPolicy  `json:"policy"`
-	DroppedCount uint64       `json:"dropped_count"`
-	ExpiredCount uint64       `json:"expired_count"`
-	policy       *queuePolicy // for the text format
+	Policy       TopicPolicy `json:"policy"`
+	DroppedCount uint64      `json:"dropped_count"`
+	ExpiredCount uint64      `json:"expired_count"`
+	// not in NSQ: a replicated topic's replication (cluster.go)
+	Replication *replication.Status `json:"replication,omitempty"`
+	policy      *queuePolicy        // for the text format
 }
 
 // ChannelStats is one channel in /stats.
@@ -268,6 +271,8 @@ func (n *NSQD) Stats(topic, channel string, includeClients bool) []TopicStats {
 		topics = n.Topics()
 	} else if t, ok := n.GetExistingTopic(topic); ok {
 		topics = []*Topic{t}
+	} else if n.isReplicated(topic) {
+		return n.replicationStats(nil, topic, channel)
 	} else {
 		return nil
 	}
@@ -280,7 +285,7 @@ func (n *NSQD) Stats(topic, channel string, includeClients bool) []TopicStats {
 		}
 		out = append(out, t.stats(channel, topic, includeClients))
 	}
-	return out
+	return n.replicationStats(out, topic, channel)
 }
 
 // producerStats lists connected clients that have published; nil when

@@ -20,6 +20,20 @@ func (a *stringArray) Set(s string) error {
 }
 func (a *stringArray) String() string { return strings.Join(*a, ",") }
 
+// listArray is a repeatable, comma-separated string flag.
+type listArray []string
+
+func (a *listArray) Get() any { return []string(*a) }
+func (a *listArray) Set(s string) error {
+	for _, part := range strings.Split(s, ",") {
+		if part = strings.TrimSpace(part); part != "" {
+			*a = append(*a, part)
+		}
+	}
+	return nil
+}
+func (a *listArray) String() string { return strings.Join(*a, ",") }
+
 // floatArray is a repeatable, comma-separated float flag kept sorted
 // descending, as NSQ stores the E2E percentiles.
 type floatArray []float64
@@ -202,6 +216,9 @@ func newFlagSet(opts *nsqd.Options) *flag.FlagSet {
 	fs.String("topology-zone", opts.TopologyZone, "a zone is a logical failure domain; with topology-aware-consumption, consumers in this zone are preferred")
 	experiments := stringArray{}
 	fs.Var(&experiments, "enable-experiment", fmt.Sprintf("enable an experimental feature (may be given multiple times) (valid options: %s)", experimentNames()))
+	fs.String("cluster-address", opts.ClusterAddress, "<addr>:<port> of this node's replication listener, and its identity in the cluster (empty: no replication)")
+	clusterPeers := listArray{}
+	fs.Var(&clusterPeers, "cluster-peers", "comma-separated cluster addresses of every voting node, this one included, the same list on every node")
 	fs.String("sigterm", opts.SigtermMode, "what SIGTERM does: clean-shutdown (stop now, keeping queued messages on disk) or drain (refuse new messages, deliver what remains, exit when empty)")
 
 	fs.Int64("queue-max-msgs", opts.QueueMaxMsgs, "default queue policy: most messages waiting in a topic's or channel's queue, memory + disk (0 = no cap; POST /topic/policy and /channel/policy override it)")

@@ -1,0 +1,441 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"log"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nsqio/go-nsq"
+)
+
+// clusterNode is one nsqd process of a test cluster; a restart keeps its
+// ports and data dir.
+type clusterNode struct {
+	cluster, tcp, http, data string
+	cmd                      *exec.Cmd
+	exited                   <-chan error
+}
+
+type testCluster struct {
+	t                       *testing.T
+	bin                     string
+	lookupdTCP, lookupdHTTP string
+	nodes                   []*clusterNode
+	peers                   string
+}
+
+// startCluster runs nsqlookupd and n nsqd processes joined in one cluster.
+func startCluster(t *testing.T, n int, flags ...string) *testCluster {
+	t.Helper()
+	c := &testCluster{t: t, bin: buildNSQD(t)}
+	lookupdBin := buildBinary(t, "../nsqlookupd", "nsqlookupd")
+	c.lookupdTCP = fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	c.lookupdHTTP = fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	lookupd := exec.Command(lookupdBin, "--tcp-address="+c.lookupdTCP, "--http-address="+c.lookupdHTTP,
+		"--broadcast-address=127.0.0.1", "--log-level=error")
+	lookupdExited := startCmd(t, lookupd)
+	t.Cleanup(func() { _ = lookupd.Process.Kill() })
+	waitHTTP(t, "http://"+c.lookupdHTTP+"/ping", lookupdExited)
+
+	var peers []string
+	for i := 0; i < n; i++ {
+		nd := &clusterNode{
+			cluster: fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+			tcp:     fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+			http:    fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+			data:    filepath.Join(t.TempDir(), fmt.Sprint("node", i)),
+		}
+		peers = append(peers, nd.cluster)
+		c.nodes = append(c.nodes, nd)
+	}
+	c.peers = strings.Join(peers, ",")
+	for i := range c.nodes {
+		c.start(i, flags...)
+	}
+	t.Cleanup(func() {
+		c.dumpLogs()
+		for _, nd := range c.nodes {
+			if nd.cmd != nil {
+				_ = nd.cmd.Process.Kill()
+			}
+		}
+	})
+	for i := range c.nodes {
+		waitHTTP(t, "http://"+c.nodes[i].http+"/ping", c.nodes[i].exited)
+	}
+	return c
+}
+
+func (c *testCluster) start(i int, flags ...string) {
+	nd := c.nodes[i]
+	if err := os.MkdirAll(nd.data, 0o755); err != nil {
+		c.t.Fatal(err)
+	}
+	logf, err := os.OpenFile(nd.data+".log", os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer logf.Close()
+	args := append([]string{
+		"--tcp-address=" + nd.tcp, "--http-address=" + nd.http, "--data-path=" + nd.data,
+		"--broadcast-address=127.0.0.1", "--lookupd-tcp-address=" + c.lookupdTCP,
+		"--cluster-address=" + nd.cluster, "--cluster-peers=" + c.peers, "--log-level=warn",
+	}, flags...)
+	nd.cmd = exec.Command(c.bin, args...)
+	nd.cmd.Stdout, nd.cmd.Stderr = logf, logf
+	nd.exited = startCmd(c.t, nd.cmd)
+}
+
+// restart starts a killed node again and waits until it answers.
+func (c *testCluster) restart(i int) {
+	c.start(i)
+	waitHTTP(c.t, "http://"+c.nodes[i].http+"/ping", c.nodes[i].exited)
+}
+
+// kill SIGKILLs node i and waits for it to be gone.
+func (c *testCluster) kill(i int) {
+	nd := c.nodes[i]
+	if err := nd.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		c.t.Fatal(err)
+	}
+	<-nd.exited
+	nd.cmd = nil
+}
+
+// replicationStatus reads a node's view of topic's replication.
+func (c *testCluster) replicationStatus(i int, topic string) (role string, committed uint64, ok bool) {
+	resp, err := http.Get("http://" + c.nodes[i].http + "/stats?format=json&topic=" + topic)
+	if err != nil {
+		return "", 0, false
+	}
+	defer resp.Body.Close()
+	var st struct {
+		Topics []struct {
+			Name        string `json:"topic_name"`
+			Replication *struct {
+				Role      string `json:"role"`
+				Committed uint64 `json:"committed"`
+			} `json:"replication"`
+		} `json:"topics"`
+	}
+	if json.NewDecoder(resp.Body).Decode(&st) != nil {
+		return "", 0, false
+	}
+	for _, tp := range st.Topics {
+		if tp.Name == topic && tp.Replication != nil {
+			return tp.Replication.Role, tp.Replication.Committed, true
+		}
+	}
+	return "", 0, false
+}
+
+// leader waits (bounded) for a live node that leads topic.
+func (c *testCluster) leader(topic string) int {
+	c.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		for i, nd := range c.nodes {
+			if nd.cmd == nil {
+				continue
+			}
+			if role, _, ok := c.replicationStatus(i, topic); ok && role == "leader" {
+				return i
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	c.t.Fatalf("no node leads %s within 30s", topic)
+	return -1
+}
+
+// postUntilOK posts body to node i until it answers 200: while the
+// cluster elects a leader, or while node i catches up with the log.
+func (c *testCluster) postUntilOK(i int, pathQuery, body string) {
+	c.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		code, resp := httpCall(c.t, "POST", "http://"+c.nodes[i].http+pathQuery, body)
+		if code == http.StatusOK {
+			return
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("POST %s to node %d: %d %s", pathQuery, i, code, resp)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// createTopic creates a replicated topic (and a channel of it, which then
+// holds every message published) through node i.
+func (c *testCluster) createTopic(i int, topic, channel string) {
+	c.t.Helper()
+	c.postUntilOK(i, "/topic/create?replicas=3&topic="+topic, "")
+	c.postUntilOK(i, "/channel/create?topic="+topic+"&channel="+channel, "")
+}
+
+// ledger records what producers had acknowledged and what consumers got.
+type ledger struct {
+	mu     sync.Mutex
+	acked  map[string]bool
+	seen   map[string]int
+	lastAt time.Time
+}
+
+func newLedger() *ledger { return &ledger{acked: map[string]bool{}, seen: map[string]int{}} }
+
+func (l *ledger) ack(body string) {
+	l.mu.Lock()
+	l.acked[body] = true
+	l.mu.Unlock()
+}
+
+func (l *ledger) HandleMessage(m *nsq.Message) error {
+	l.mu.Lock()
+	l.seen[string(m.Body)]++
+	l.lastAt = time.Now()
+	l.mu.Unlock()
+	return nil
+}
+
+// missing is how many acknowledged messages no consumer got; dups is how
+// many deliveries beyond the first there were.
+func (l *ledger) counts() (acked, missing, dups int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for b := range l.acked {
+		if l.seen[b] == 0 {
+			missing++
+		}
+	}
+	for _, n := range l.seen {
+		dups += n - 1
+	}
+	return len(l.acked), missing, dups
+}
+
+// missingSample names up to 10 acknowledged messages not consumed.
+func (l *ledger) missingSample() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for b := range l.acked {
+		if l.seen[b] == 0 && len(out) < 10 {
+			out = append(out, b)
+		}
+	}
+	return strings.Join(out, " ")
+}
+
+// waitConsumed fails the test unless every acknowledged message is
+// consumed within a minute.
+func (l *ledger) waitConsumed(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		acked, missing, dups := l.counts()
+		if missing == 0 {
+			t.Logf("%d acknowledged messages all consumed; %d duplicate deliveries", acked, dups)
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d acknowledged messages were never consumed: %s", missing, acked, l.missingSample())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+var quietLogger = log.New(io.Discard, "", 0)
+
+// consume subscribes a go-nsq consumer that finds nsqd through nsqlookupd.
+func (c *testCluster) consume(topic, channel string, h nsq.Handler) *nsq.Consumer {
+	c.t.Helper()
+	cfg := nsq.NewConfig()
+	cfg.LookupdPollInterval = 200 * time.Millisecond
+	cfg.MaxInFlight = 50
+	cfg.MaxAttempts = 0
+	cfg.DefaultRequeueDelay = 0
+	consumer, err := nsq.NewConsumer(topic, channel, cfg)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	consumer.SetLogger(quietLogger, nsq.LogLevelError)
+	consumer.AddHandler(h)
+	if err := consumer.ConnectToNSQLookupd(c.lookupdHTTP); err != nil {
+		c.t.Fatal(err)
+	}
+	c.t.Cleanup(consumer.Stop)
+	return consumer
+}
+
+// publishers publish numbered messages to every node until stop is
+// closed, recording each acknowledged one in l.
+func (c *testCluster) publish(topic string, l *ledger, stop <-chan struct{}) (wait func()) {
+	var wg sync.WaitGroup
+	for i, nd := range c.nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p, err := nsq.NewProducer(nd.tcp, nsq.NewConfig())
+			if err != nil {
+				c.t.Error(err)
+				return
+			}
+			p.SetLogger(quietLogger, nsq.LogLevelError)
+			defer p.Stop()
+			for seq := 0; ; seq++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				body := fmt.Sprintf("p%d-%d", i, seq)
+				if err := p.Publish(topic, []byte(body)); err != nil {
+					time.Sleep(20 * time.Millisecond)
+					continue
+				}
+				l.ack(body)
+			}
+		}()
+	}
+	return wg.Wait
+}
+
+// waitAcked waits until n more messages than before are acknowledged.
+func (l *ledger) waitAcked(t *testing.T, more int) {
+	t.Helper()
+	start, _, _ := l.counts()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		acked, _, _ := l.counts()
+		if acked >= start+more {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d of %d more publishes acknowledged within 60s", acked-start, more)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestClusterLeaderKilled: three nodes, producers on all three, a go-nsq
+// consumer through nsqlookupd; the leader is SIGKILLed mid-load. Every
+// acknowledged message is consumed afterwards.
+func TestClusterLeaderKilled(t *testing.T) {
+	c := startCluster(t, 3)
+	const topic = "orders"
+	c.createTopic(1, topic, "audit")
+	l := newLedger()
+	c.consume(topic, "audit", l)
+	stop := make(chan struct{})
+	wait := c.publish(topic, l, stop)
+	l.waitAcked(t, 300)
+
+	leader := c.leader(topic)
+	killedAt := time.Now()
+	c.kill(leader)
+	l.waitAcked(t, 300)
+	newLeader := c.leader(topic)
+	t.Logf("node %d led; after SIGKILL node %d leads (%v after the kill)", leader, newLeader, time.Since(killedAt).Round(time.Millisecond))
+	close(stop)
+	wait()
+	l.waitConsumed(t)
+}
+
+// TestClusterMajorityLost: with two of three nodes killed a publish fails
+// rather than being acknowledged; once one is back, publishing resumes and
+// nothing acknowledged before is lost.
+func TestClusterMajorityLost(t *testing.T) {
+	c := startCluster(t, 3)
+	const topic = "ledger"
+	c.createTopic(0, topic, "c")
+	l := newLedger()
+	stop := make(chan struct{})
+	wait := c.publish(topic, l, stop)
+	l.waitAcked(t, 200)
+	close(stop)
+	wait()
+
+	leader := c.leader(topic)
+	others := []int{}
+	for i := range c.nodes {
+		if i != leader {
+			others = append(others, i)
+		}
+	}
+	c.kill(others[0])
+	c.kill(others[1])
+	code, body := httpCall(t, "POST", "http://"+c.nodes[leader].http+"/pub?topic="+topic, "no-majority")
+	if code == http.StatusOK {
+		t.Fatalf("publish acknowledged with two of three nodes down: %d %s", code, body)
+	}
+	t.Logf("publish without a majority: %d %s", code, strings.TrimSpace(body))
+
+	c.restart(others[0])
+	c.postUntilOK(others[0], "/pub?topic="+topic, "majority-back")
+	l.ack("majority-back")
+	c.consume(topic, "c", l)
+	l.waitConsumed(t)
+}
+
+// TestClusterFollowerRestarted: a follower killed and restarted under load
+// catches up, and a later failover to it loses nothing.
+func TestClusterFollowerRestarted(t *testing.T) {
+	c := startCluster(t, 3)
+	const topic = "events"
+	c.createTopic(2, topic, "c")
+	l := newLedger()
+	stop := make(chan struct{})
+	wait := c.publish(topic, l, stop)
+	l.waitAcked(t, 200)
+	leader := c.leader(topic)
+	follower := (leader + 1) % len(c.nodes)
+	c.kill(follower)
+	l.waitAcked(t, 200)
+	c.restart(follower)
+	l.waitAcked(t, 200)
+	close(stop)
+	wait()
+
+	// Fail over until the restarted node leads: each step kills the leader
+	// (the other two stay a majority) and brings it back.
+	var steps atomic.Int32
+	for {
+		leader = c.leader(topic)
+		if leader == follower {
+			break
+		}
+		if steps.Add(1) > 10 {
+			t.Fatalf("node %d never became leader in 10 failovers", follower)
+		}
+		c.kill(leader)
+		_ = c.leader(topic)
+		c.restart(leader)
+	}
+	c.consume(topic, "c", l)
+	l.waitConsumed(t)
+}
+
+// dumpLogs shows each node's log when the test failed.
+func (c *testCluster) dumpLogs() {
+	if !c.t.Failed() {
+		return
+	}
+	for i, nd := range c.nodes {
+		b, _ := os.ReadFile(nd.data + ".log")
+		if len(b) > 8000 {
+			b = b[len(b)-8000:]
+		}
+		c.t.Logf("node %d (%s) log tail:\n%s", i, nd.cluster, b)
+	}
+}

@@ -1,0 +1,211 @@
+package replication
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+)
+
+// op is what a log entry does.
+type op byte
+
+const (
+	opCreateTopic op = iota + 1
+	opDeleteTopic
+	opCreateChannel
+	opDeleteChannel
+	opPause // a topic's (channel empty) or a channel's
+	opPublish
+	opFinish
+	opRequeue
+	opNode // where a node's daemon is reached (a leader says so on election)
+)
+
+// ack names one message of a channel in a FIN or REQ batch; due is a
+// REQ's new due time (unix ns).
+type ack struct {
+	seq uint64
+	due int64
+}
+
+// entry is one command of the replicated log. Which fields mean something
+// depends on op.
+type entry struct {
+	op       op
+	topic    string
+	channel  string
+	replicas int
+	paused   bool
+	ts       int64 // publish time (unix ns), the leader's clock
+	deferFor int64 // DPUB delay (ns)
+	bodies   [][]byte
+	acks     []ack
+	node     string
+	tcp      string
+	http     string
+}
+
+// entryVersion is the first byte of every entry, so that the format can
+// change without misreading old logs.
+const entryVersion = 1
+
+func (e *entry) encode() []byte {
+	size := 32 + len(e.topic) + len(e.channel)
+	for _, b := range e.bodies {
+		size += len(b) + binary.MaxVarintLen32
+	}
+	size += len(e.acks) * 2 * binary.MaxVarintLen64
+	b := make([]byte, 0, size)
+	b = append(b, entryVersion, byte(e.op))
+	b = appendString(b, e.topic)
+	b = appendString(b, e.channel)
+	switch e.op {
+	case opCreateTopic:
+		b = binary.AppendUvarint(b, uint64(e.replicas))
+	case opPause:
+		b = append(b, boolByte(e.paused))
+	case opPublish:
+		b = binary.AppendVarint(b, e.ts)
+		b = binary.AppendVarint(b, e.deferFor)
+		b = binary.AppendUvarint(b, uint64(len(e.bodies)))
+		for _, body := range e.bodies {
+			b = appendString(b, string(body))
+		}
+	case opFinish, opRequeue:
+		b = binary.AppendUvarint(b, uint64(len(e.acks)))
+		for _, a := range e.acks {
+			b = binary.AppendUvarint(b, a.seq)
+			if e.op == opRequeue {
+				b = binary.AppendVarint(b, a.due)
+			}
+		}
+	case opNode:
+		b = appendString(b, e.node)
+		b = appendString(b, e.tcp)
+		b = appendString(b, e.http)
+	}
+	return b
+}
+
+func boolByte(v bool) byte {
+	if v {
+		return 1
+	}
+	return 0
+}
+
+func appendString(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+var errShort = errors.New("entry truncated")
+
+// decoder reads an entry's fields in order; the first error sticks.
+type decoder struct {
+	b   []byte
+	err error
+}
+
+func (d *decoder) uvarint() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.err = errShort
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) varint() int64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.err = errShort
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+// bytes returns the next length-prefixed field, sharing data's memory.
+func (d *decoder) bytes() []byte {
+	n := d.uvarint()
+	if d.err != nil {
+		return nil
+	}
+	if n > uint64(len(d.b)) {
+		d.err = errShort
+		return nil
+	}
+	v := d.b[:n:n]
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) byte() byte {
+	if d.err != nil || len(d.b) == 0 {
+		d.err = errShort
+		return 0
+	}
+	v := d.b[0]
+	d.b = d.b[1:]
+	return v
+}
+
+// decodeEntry parses data; bodies share data's memory, which the caller
+// must therefore not reuse.
+func decodeEntry(data []byte) (*entry, error) {
+	d := &decoder{b: data}
+	if v := d.byte(); d.err == nil && v != entryVersion {
+		return nil, fmt.Errorf("entry version %d not known", v)
+	}
+	e := &entry{op: op(d.byte())}
+	e.topic = string(d.bytes())
+	e.channel = string(d.bytes())
+	switch e.op {
+	case opCreateTopic:
+		e.replicas = int(d.uvarint())
+	case opDeleteTopic, opCreateChannel, opDeleteChannel:
+	case opPause:
+		e.paused = d.byte() == 1
+	case opPublish:
+		e.ts = d.varint()
+		e.deferFor = d.varint()
+		n := d.uvarint()
+		if n > maxBatch || n > uint64(len(d.b)) {
+			return nil, fmt.Errorf("publish entry of %d messages", n)
+		}
+		e.bodies = make([][]byte, n)
+		for i := range e.bodies {
+			e.bodies[i] = d.bytes()
+		}
+	case opFinish, opRequeue:
+		n := d.uvarint()
+		if n > uint64(len(d.b)) {
+			return nil, fmt.Errorf("ack entry of %d messages", n)
+		}
+		e.acks = make([]ack, n)
+		for i := range e.acks {
+			e.acks[i].seq = d.uvarint()
+			if e.op == opRequeue {
+				e.acks[i].due = d.varint()
+			}
+		}
+	case opNode:
+		e.node = string(d.bytes())
+		e.tcp = string(d.bytes())
+		e.http = string(d.bytes())
+	default:
+		return nil, fmt.Errorf("entry op %d not known", e.op)
+	}
+	if d.err != nil {
+		return nil, fmt.Errorf("op %d: %w", e.op, d.err)
+	}
+	return e, nil
+}

@@ -1,0 +1,84 @@
+package replication
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+)
+
+// ForwardedHeader marks a call one node forwarded to the leader; a node
+// that gets one and does not lead answers ErrNotLeader instead of
+// forwarding it again.
+const ForwardedHeader = "X-Nsq-Replication-Forwarded"
+
+// forwarder hands publishes and admin calls to the leader's HTTP API, the
+// same API clients use.
+type forwarder struct {
+	client *http.Client
+}
+
+func newForwarder(timeout time.Duration) *forwarder {
+	return &forwarder{client: &http.Client{Timeout: timeout}}
+}
+
+func (f *forwarder) publish(ctx context.Context, l NodeInfo, topic string, bodies [][]byte, deferFor time.Duration) error {
+	q := url.Values{"topic": {topic}}
+	var body []byte
+	path := "/pub"
+	if len(bodies) == 1 {
+		body = bodies[0]
+		if deferFor > 0 {
+			q.Set("defer", strconv.FormatInt(deferFor.Milliseconds(), 10))
+		}
+	} else {
+		path = "/mpub"
+		q.Set("binary", "true")
+		body = binary.BigEndian.AppendUint32(nil, uint32(len(bodies)))
+		for _, b := range bodies {
+			body = binary.BigEndian.AppendUint32(body, uint32(len(b)))
+			body = append(body, b...)
+		}
+	}
+	return f.post(ctx, l, path, q, body)
+}
+
+// call is an admin call with query parameters given as name, value pairs;
+// empty values are left out.
+func (f *forwarder) call(ctx context.Context, l NodeInfo, path string, kv ...string) error {
+	q := url.Values{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		if kv[i+1] != "" {
+			q.Set(kv[i], kv[i+1])
+		}
+	}
+	return f.post(ctx, l, path, q, nil)
+}
+
+func (f *forwarder) post(ctx context.Context, l NodeInfo, path string, q url.Values, body []byte) error {
+	u := "http://" + l.HTTP + path + "?" + q.Encode()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set(ForwardedHeader, "1")
+	resp, err := f.client.Do(req)
+	if err != nil {
+		return fmt.Errorf("%w: forwarding to %s: %v", ErrNoLeader, l.HTTP, err)
+	}
+	defer resp.Body.Close()
+	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+	switch {
+	case resp.StatusCode == http.StatusOK:
+		return nil
+	case resp.StatusCode == http.StatusServiceUnavailable:
+		return fmt.Errorf("%w: leader %s answered %s", ErrNotCommitted, l.HTTP, bytes.TrimSpace(msg))
+	default:
+		return fmt.Errorf("leader %s answered %d %s", l.HTTP, resp.StatusCode, bytes.TrimSpace(msg))
+	}
+}

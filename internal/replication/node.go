@@ -1,0 +1,431 @@
+// Package replication makes a topic live on several nodes: a message is
+// acknowledged once a majority of them has it durably, and the topic's
+// leader is the one node that delivers it. Consensus is hashicorp/raft's;
+// this package is the state machine (state.go, fsm.go) and the glue.
+//
+// All replicated topics of a cluster share one Raft group, so the number of
+// groups does not grow with topics or channels: the group's leader leads
+// every replicated topic.
+package replication
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+)
+
+// Config is how a node joins its cluster.
+type Config struct {
+	// Address is this node's replication listener and its identity.
+	Address string
+	// Peers is every voter's Address, this node's included, the same list
+	// on every node.
+	Peers []string
+	// DataDir holds the Raft log and snapshots.
+	DataDir string
+	// Self is where clients reach this node's daemon; followers forward
+	// publishes and admin calls to the leader's HTTP address.
+	Self NodeInfo
+	Host Host
+	Log  *slog.Logger
+	// Timeout bounds a publish or admin call: commit on a majority, or the
+	// forward to the leader.
+	Timeout time.Duration
+	// MaxHeldBytes refuses publishes while the bodies of unfinished
+	// replicated messages exceed it (0: no limit). Every node holds them in
+	// memory.
+	MaxHeldBytes int64
+	// Raft timing; zero values take hashicorp/raft's defaults.
+	HeartbeatTimeout time.Duration
+	ElectionTimeout  time.Duration
+}
+
+// Errors a caller maps to its protocol's answers.
+var (
+	ErrNoLeader     = errors.New("no replication leader reachable")
+	ErrNotLeader    = errors.New("not the replication leader")
+	ErrNotCommitted = errors.New("not committed on a majority")
+	ErrFull         = errors.New("replicated messages exceed their memory limit")
+)
+
+// Node is this daemon's membership of the cluster.
+type Node struct {
+	cfg    Config
+	raft   *raft.Raft
+	fsm    *fsm
+	store  *raftboltdb.BoltStore
+	trans  *raft.NetworkTransport
+	notify chan bool
+	acks   *ackBatcher
+	http   *forwarder
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// Start opens the log, joins the cluster (bootstrapping it on first start)
+// and returns at once; leadership follows when a majority is up.
+func Start(cfg Config) (*Node, error) {
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 5 * time.Second
+	}
+	if len(cfg.Peers) == 0 {
+		cfg.Peers = []string{cfg.Address}
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return nil, fmt.Errorf("replication data dir: %w", err)
+	}
+	logw := &slogWriter{log: cfg.Log}
+	hlog := hclog.New(&hclog.LoggerOptions{Name: "raft", Output: logw, Level: hclog.Warn})
+
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(cfg.Address)
+	rc.Logger = hlog
+	if cfg.HeartbeatTimeout > 0 {
+		rc.HeartbeatTimeout = cfg.HeartbeatTimeout
+		rc.LeaderLeaseTimeout = cfg.HeartbeatTimeout / 2
+	}
+	if cfg.ElectionTimeout > 0 {
+		rc.ElectionTimeout = cfg.ElectionTimeout
+	}
+	notify := make(chan bool, 16)
+	rc.NotifyCh = notify
+
+	store, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(cfg.DataDir, "raft.db")})
+	if err != nil {
+		return nil, fmt.Errorf("opening raft log: %w", err)
+	}
+	logs, err := raft.NewLogCache(1024, store)
+	if err != nil {
+		store.Close()
+		return nil, err
+	}
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 2, hlog)
+	if err != nil {
+		store.Close()
+		return nil, fmt.Errorf("opening raft snapshots: %w", err)
+	}
+	addr, err := net.ResolveTCPAddr("tcp", cfg.Address)
+	if err != nil {
+		store.Close()
+		return nil, fmt.Errorf("cluster address %q: %w", cfg.Address, err)
+	}
+	trans, err := raft.NewTCPTransportWithLogger(cfg.Address, addr, 4, 10*time.Second, hlog)
+	if err != nil {
+		store.Close()
+		return nil, fmt.Errorf("cluster listener: %w", err)
+	}
+
+	f, err := newFSM(cfg.Host, cfg.Log, filepath.Join(cfg.DataDir, "topics.json"))
+	if err != nil {
+		trans.Close()
+		store.Close()
+		return nil, err
+	}
+	n := &Node{cfg: cfg, fsm: f, store: store, trans: trans, notify: notify}
+	n.raft, err = raft.NewRaft(rc, n.fsm, logs, store, snaps, trans)
+	if err != nil {
+		trans.Close()
+		store.Close()
+		return nil, fmt.Errorf("starting raft: %w", err)
+	}
+	existing, err := raft.HasExistingState(logs, store, snaps)
+	if err != nil {
+		n.shutdownRaft()
+		return nil, err
+	}
+	if !existing {
+		servers := make([]raft.Server, len(cfg.Peers))
+		for i, p := range cfg.Peers {
+			servers[i] = raft.Server{ID: raft.ServerID(p), Address: raft.ServerAddress(p)}
+		}
+		if err := n.raft.BootstrapCluster(raft.Configuration{Servers: servers}).Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
+			n.shutdownRaft()
+			return nil, fmt.Errorf("bootstrapping cluster: %w", err)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	n.cancel = cancel
+	n.acks = newAckBatcher(n)
+	n.http = newForwarder(cfg.Timeout)
+	n.wg.Add(2)
+	go func() {
+		defer n.wg.Done()
+		n.watchLeadership(ctx)
+	}()
+	go func() {
+		defer n.wg.Done()
+		n.acks.run(ctx)
+	}()
+	return n, nil
+}
+
+// Close leaves the cluster: the local copies of replicated topics go (a
+// node that is not running leads nothing), then Raft stops.
+func (n *Node) Close() error {
+	n.cancel()
+	n.wg.Wait()
+	n.fsm.deactivate()
+	return n.shutdownRaft()
+}
+
+func (n *Node) shutdownRaft() error {
+	err := n.raft.Shutdown().Error()
+	return errors.Join(err, n.trans.Close(), n.store.Close())
+}
+
+// watchLeadership loads the replicated topics into the local queues when
+// this node becomes leader and drops them when it stops being leader.
+func (n *Node) watchLeadership(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case leading := <-n.notify:
+			if leading {
+				n.lead()
+			} else {
+				n.fsm.deactivate()
+				n.acks.reset()
+			}
+		}
+	}
+}
+
+func (n *Node) lead() {
+	// Everything committed by earlier leaders must be in the state before
+	// it is loaded into the queues.
+	if err := n.raft.Barrier(n.cfg.Timeout).Error(); err != nil {
+		n.cfg.Log.Warn("replication: new leader could not catch up", "err", err)
+		return
+	}
+	e := &entry{op: opNode, node: n.cfg.Address, tcp: n.cfg.Self.TCP, http: n.cfg.Self.HTTP}
+	if err := n.raft.Apply(e.encode(), n.cfg.Timeout).Error(); err != nil {
+		n.cfg.Log.Warn("replication: new leader could not announce itself", "err", err)
+		return
+	}
+	if n.raft.State() != raft.Leader {
+		return // the step-down notice is queued behind this one
+	}
+	n.fsm.activate()
+	n.cfg.Log.Info("replication: leading", "address", n.cfg.Address)
+}
+
+// WaitCaughtUp waits, within ctx, until a leader is known and this node
+// has applied what it knows to be committed: a restarted node then knows
+// every replicated topic before it serves clients. It reports whether it
+// got there.
+func (n *Node) WaitCaughtUp(ctx context.Context) bool {
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if _, id := n.raft.LeaderWithID(); id != "" && n.raft.AppliedIndex() >= n.raft.CommitIndex() {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+		}
+	}
+}
+
+// Replicas is the topic's replica count; 0 means it is not replicated.
+func (n *Node) Replicas(topic string) int { return n.fsm.replicas(topic) }
+
+// Leading reports whether this node serves the replicated topics'
+// consumers now.
+func (n *Node) Leading() bool { return n.fsm.isActive() }
+
+// Leader is where clients reach the current leader's daemon.
+func (n *Node) Leader() (NodeInfo, bool) {
+	_, id := n.raft.LeaderWithID()
+	if id == "" {
+		return NodeInfo{}, false
+	}
+	return n.fsm.node(string(id))
+}
+
+// Status is what /stats says of a replicated topic.
+type Status struct {
+	Replicas  int    `json:"replicas"`
+	Role      string `json:"role"`
+	Leader    string `json:"leader"`
+	Committed uint64 `json:"committed"`
+}
+
+// Status describes the topic's replication as this node sees it.
+func (n *Node) Status(topic string) Status {
+	s := Status{Replicas: n.Replicas(topic), Role: "follower", Committed: n.raft.CommitIndex()}
+	if n.Leading() {
+		s.Role = "leader"
+	}
+	if l, ok := n.Leader(); ok {
+		s.Leader = l.TCP
+	}
+	return s
+}
+
+// Topics is the replicated topics with their channels' depths, for the
+// stats of a node that does not lead them.
+func (n *Node) Topics() []TopicView { return n.fsm.views() }
+
+// Topic is one replicated topic's view.
+func (n *Node) Topic(name string) (TopicView, bool) { return n.fsm.view(name) }
+
+// HasChannel reports whether the replicated topic has that channel.
+func (n *Node) HasChannel(topic, channel string) bool { return n.fsm.hasChannel(topic, channel) }
+
+// Publish commits bodies to a replicated topic: on a majority when this
+// node leads, else through the leader.
+func (n *Node) Publish(ctx context.Context, topic string, bodies [][]byte, deferFor time.Duration) error {
+	if len(bodies) > maxBatch {
+		return fmt.Errorf("%d messages in one publish; at most %d", len(bodies), maxBatch)
+	}
+	if lim := n.cfg.MaxHeldBytes; lim > 0 && n.fsm.heldBytes() > lim {
+		return ErrFull
+	}
+	e := &entry{op: opPublish, topic: topic, ts: time.Now().UnixNano(), deferFor: int64(deferFor), bodies: bodies}
+	return n.submit(ctx, e, func(ctx context.Context, l NodeInfo) error {
+		return n.http.publish(ctx, l, topic, bodies, deferFor)
+	})
+}
+
+// CreateTopic creates a replicated topic (idempotent).
+func (n *Node) CreateTopic(ctx context.Context, topic string, replicas int) error {
+	if replicas > len(n.cfg.Peers) {
+		return fmt.Errorf("replicas=%d but the cluster has %d voters", replicas, len(n.cfg.Peers))
+	}
+	e := &entry{op: opCreateTopic, topic: topic, replicas: replicas}
+	return n.submit(ctx, e, func(ctx context.Context, l NodeInfo) error {
+		return n.http.call(ctx, l, "/topic/create", "topic", topic, "replicas", fmt.Sprint(replicas))
+	})
+}
+
+// DeleteTopic deletes a replicated topic everywhere.
+func (n *Node) DeleteTopic(ctx context.Context, topic string) error {
+	return n.submit(ctx, &entry{op: opDeleteTopic, topic: topic}, func(ctx context.Context, l NodeInfo) error {
+		return n.http.call(ctx, l, "/topic/delete", "topic", topic)
+	})
+}
+
+// CreateChannel adds a channel to a replicated topic.
+func (n *Node) CreateChannel(ctx context.Context, topic, channel string) error {
+	return n.submit(ctx, &entry{op: opCreateChannel, topic: topic, channel: channel}, func(ctx context.Context, l NodeInfo) error {
+		return n.http.call(ctx, l, "/channel/create", "topic", topic, "channel", channel)
+	})
+}
+
+// DeleteChannel removes a channel of a replicated topic everywhere.
+func (n *Node) DeleteChannel(ctx context.Context, topic, channel string) error {
+	return n.submit(ctx, &entry{op: opDeleteChannel, topic: topic, channel: channel}, func(ctx context.Context, l NodeInfo) error {
+		return n.http.call(ctx, l, "/channel/delete", "topic", topic, "channel", channel)
+	})
+}
+
+// Pause pauses or unpauses a replicated topic (channel "") or channel.
+func (n *Node) Pause(ctx context.Context, topic, channel string, paused bool) error {
+	e := &entry{op: opPause, topic: topic, channel: channel, paused: paused}
+	return n.submit(ctx, e, func(ctx context.Context, l NodeInfo) error {
+		path := "/topic/"
+		if channel != "" {
+			path = "/channel/"
+		}
+		if paused {
+			path += "pause"
+		} else {
+			path += "unpause"
+		}
+		return n.http.call(ctx, l, path, "topic", topic, "channel", channel)
+	})
+}
+
+// Finished records a FIN of a replicated channel. FINs are committed in
+// batches and never waited for: one lost in a failover means a redelivery.
+func (n *Node) Finished(topic, channel string, id [16]byte) {
+	if seq, ok := parseID(id); ok {
+		n.acks.add(opFinish, topic, channel, ack{seq: seq})
+	}
+}
+
+// Requeued records a REQ, so that a deferred requeue keeps its due time
+// (unix ns) across a failover.
+func (n *Node) Requeued(topic, channel string, id [16]byte, due int64) {
+	if seq, ok := parseID(id); ok {
+		n.acks.add(opRequeue, topic, channel, ack{seq: seq, due: due})
+	}
+}
+
+// submit commits e when this node leads, or hands the call to the leader.
+func (n *Node) submit(ctx context.Context, e *entry, forward func(context.Context, NodeInfo) error) error {
+	ctx, cancel := context.WithTimeout(ctx, n.cfg.Timeout)
+	defer cancel()
+	if n.raft.State() == raft.Leader {
+		return n.commit(ctx, e)
+	}
+	l, err := n.waitLeader(ctx)
+	if err != nil {
+		return err
+	}
+	if l.HTTP == n.cfg.Self.HTTP {
+		return n.commit(ctx, e) // we were just elected
+	}
+	return forward(ctx, l)
+}
+
+func (n *Node) commit(ctx context.Context, e *entry) error {
+	timeout := n.cfg.Timeout
+	if d, ok := ctx.Deadline(); ok {
+		timeout = time.Until(d)
+	}
+	err := n.raft.Apply(e.encode(), timeout).Error()
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost), errors.Is(err, raft.ErrEnqueueTimeout),
+		errors.Is(err, raft.ErrLeadershipTransferInProgress), errors.Is(err, raft.ErrRaftShutdown):
+		return fmt.Errorf("%w: %v", ErrNotCommitted, err)
+	default:
+		return err
+	}
+}
+
+// waitLeader waits, within ctx, for a leader that has said where it is.
+func (n *Node) waitLeader(ctx context.Context) (NodeInfo, error) {
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if l, ok := n.Leader(); ok {
+			return l, nil
+		}
+		select {
+		case <-ctx.Done():
+			return NodeInfo{}, ErrNoLeader
+		case <-t.C:
+		}
+	}
+}
+
+// slogWriter passes hashicorp/raft's log lines to the daemon's logger.
+type slogWriter struct{ log *slog.Logger }
+
+func (w *slogWriter) Write(p []byte) (int, error) {
+	for _, line := range bytes.Split(bytes.TrimSpace(p), []byte("\n")) {
+		w.log.Warn(string(line))
+	}
+	return len(p), nil
+}
+
+// IsLeader reports whether this node is the Raft leader now (it may not
+// have loaded the topics yet: see Leading).
+func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }

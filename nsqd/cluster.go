@@ -1,0 +1,266 @@
+package nsqd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/nsqgo/nsq/internal/names"
+	"github.com/nsqgo/nsq/internal/quantile"
+	"github.com/nsqgo/nsq/internal/replication"
+)
+
+// startReplication joins the cluster when --cluster-address is set. A
+// replicated topic's messages live in the replication state on every node;
+// the node that leads keeps a local copy of the topic in its ordinary
+// queues, which is what its consumers are served from (clusterHost).
+func (n *NSQD) startReplication() error {
+	if n.opts.ClusterAddress == "" {
+		return nil
+	}
+	id := n.lookupIdentity()
+	self := replication.NodeInfo{
+		TCP:  net.JoinHostPort(id.BroadcastAddress, strconv.Itoa(id.TCPPort)),
+		HTTP: net.JoinHostPort(id.BroadcastAddress, strconv.Itoa(id.HTTPPort)),
+	}
+	r, err := replication.Start(replication.Config{
+		Address:      n.opts.ClusterAddress,
+		Peers:        n.opts.ClusterPeers,
+		DataDir:      filepath.Join(n.opts.DataPath, "cluster"),
+		Self:         self,
+		Host:         clusterHost{n},
+		Log:          n.log,
+		MaxHeldBytes: n.guard.budget.Load().maxQueueBytes,
+	})
+	if err != nil {
+		return fmt.Errorf("replication: %w", err)
+	}
+	n.repl = r
+	ctx, cancel := context.WithTimeout(n.ctx, catchUpTimeout)
+	defer cancel()
+	caughtUp := r.WaitCaughtUp(ctx)
+	n.log.Info("replication: joined cluster", "address", n.opts.ClusterAddress, "peers", n.opts.ClusterPeers, "caught_up", caughtUp)
+	return nil
+}
+
+// catchUpTimeout bounds how long a starting node waits to catch up with
+// the replicated log before it serves clients; without a majority it
+// serves its ordinary topics after this and fails replicated publishes.
+const catchUpTimeout = 5 * time.Second
+
+// replicated returns the cluster node when topic is a replicated topic.
+func (n *NSQD) replicated(topic string) *replication.Node {
+	if n.repl != nil && n.repl.Replicas(topic) > 0 {
+		return n.repl
+	}
+	return nil
+}
+
+// isReplicated reports whether topic is a replicated topic (its local copy
+// is not the node's own: it is not written to nsqd.dat).
+func (n *NSQD) isReplicated(topic string) bool { return n.replicated(topic) != nil }
+
+// clusterHost is the daemon as the replication layer drives it while this
+// node leads.
+type clusterHost struct{ n *NSQD }
+
+// Adopt creates the local copy of a replicated topic and queues what the
+// replicated state holds unfinished, deferred messages keeping their due
+// time.
+func (h clusterHost) Adopt(v replication.TopicView) error {
+	n := h.n
+	t, existed := n.GetExistingTopic(v.Name)
+	if !existed {
+		var err error
+		if t, err = n.getTopic(v.Name, false); err != nil {
+			return err
+		}
+		// Files of this topic left by an earlier term of this node (killed
+		// while leading) are stale: the replicated state is the truth.
+		if err := t.Empty(); err != nil {
+			return err
+		}
+	}
+	for _, cv := range v.Channels {
+		ch, err := h.channel(t, cv.Name, !existed)
+		if err != nil {
+			return err
+		}
+		if cv.Paused {
+			ch.Pause()
+		}
+		for msgs := cv.Messages; len(msgs) > 0; {
+			k := min(len(msgs), 1024)
+			if err := ch.put(localMessages(msgs[:k])); err != nil {
+				return fmt.Errorf("loading channel %s: %w", cv.Name, err)
+			}
+			msgs = msgs[k:]
+		}
+	}
+	if v.Paused {
+		t.Pause()
+	}
+	if len(v.Backlog) > 0 {
+		return t.Put(localMessages(v.Backlog))
+	}
+	return nil
+}
+
+// channel gets the local channel, emptying a new one of stale files.
+func (h clusterHost) channel(t *Topic, name string, fresh bool) (*Channel, error) {
+	_, existed := t.GetExistingChannel(name)
+	ch, err := t.GetChannel(name)
+	if err != nil {
+		return nil, err
+	}
+	if fresh || !existed {
+		if err := ch.Empty(); err != nil {
+			return nil, err
+		}
+	}
+	ch.repl.Store(h.n.repl)
+	return ch, nil
+}
+
+func localMessages(in []replication.Message) []*Message {
+	msgs := newBatch(len(in))
+	for i, m := range in {
+		msgs[i].ID = MessageID(m.ID)
+		msgs[i].Body = m.Body
+		msgs[i].Timestamp = m.Timestamp
+		msgs[i].deferUntil = m.Due
+	}
+	return msgs
+}
+
+// Drop deletes the local copy, which disconnects its consumers and
+// unregisters it from nsqlookupd, so that they find the new leader.
+func (h clusterHost) Drop(topic string) error {
+	if err := h.n.deleteTopic(topic, nil); err != nil && !errors.Is(err, errTopicNotFound) {
+		return err
+	}
+	return nil
+}
+
+func (h clusterHost) Deliver(topic string, msgs []replication.Message) error {
+	t, ok := h.n.GetExistingTopic(topic)
+	if !ok {
+		return errTopicNotFound
+	}
+	return t.Put(localMessages(msgs))
+}
+
+func (h clusterHost) CreateChannel(topic, channel string) error {
+	t, ok := h.n.GetExistingTopic(topic)
+	if !ok {
+		return errTopicNotFound
+	}
+	_, err := h.channel(t, channel, false)
+	return err
+}
+
+func (h clusterHost) DeleteChannel(topic, channel string) error {
+	t, ok := h.n.GetExistingTopic(topic)
+	if !ok {
+		return nil
+	}
+	if err := t.DeleteChannel(channel); err != nil && !errors.Is(err, errChannelNotFound) {
+		return err
+	}
+	return nil
+}
+
+func (h clusterHost) Pause(topic, channel string, paused bool) error {
+	t, ok := h.n.GetExistingTopic(topic)
+	if !ok {
+		return nil
+	}
+	var p pausable = t
+	if channel != "" {
+		ch, ok := t.GetExistingChannel(channel)
+		if !ok {
+			return nil
+		}
+		p = ch
+	}
+	if paused {
+		p.Pause()
+	} else {
+		p.UnPause()
+	}
+	return nil
+}
+
+// replicatedSubscribe gets a replicated topic's channel ready for a SUB:
+// only the leader serves consumers, and a new channel is created on every
+// node before anyone consumes from it.
+func (n *NSQD) replicatedSubscribe(r *replication.Node, topic, channel string) error {
+	if !r.Leading() {
+		l, _ := r.Leader()
+		return fmt.Errorf("topic %s is replicated and this node does not lead it (leader: %q)", topic, l.TCP)
+	}
+	if names.IsEphemeral(channel) || r.HasChannel(topic, channel) {
+		return nil
+	}
+	return r.CreateChannel(context.Background(), topic, channel)
+}
+
+// replicationStats adds the replication object to the stats of replicated
+// topics, and lists those this node does not lead from the replicated
+// state, so that every node of the cluster shows them.
+func (n *NSQD) replicationStats(out []TopicStats, topic, channel string) []TopicStats {
+	r := n.repl
+	if r == nil {
+		return out
+	}
+	local := make(map[string]bool, len(out))
+	for i := range out {
+		local[out[i].TopicName] = true
+		if r.Replicas(out[i].TopicName) > 0 {
+			st := r.Status(out[i].TopicName)
+			out[i].Replication = &st
+		}
+	}
+	for _, v := range r.Topics() {
+		if local[v.Name] || (topic != "" && v.Name != topic) {
+			continue
+		}
+		ts := TopicStats{TopicName: v.Name, Depth: int64(v.Depth), Paused: v.Paused, Channels: []ChannelStats{}, E2eProcessingLatency: &quantile.Result{}}
+		for _, cv := range v.Channels {
+			if channel != "" && cv.Name != channel {
+				continue
+			}
+			ts.Channels = append(ts.Channels, ChannelStats{ChannelName: cv.Name, Depth: int64(cv.Depth), Paused: cv.Paused, Clients: []ClientStats{}, E2eProcessingLatency: &quantile.Result{}})
+		}
+		if channel != "" && len(ts.Channels) == 0 {
+			continue
+		}
+		st := r.Status(v.Name)
+		ts.Replication = &st
+		out = append(out, ts)
+	}
+	return out
+}
+
+// validateCluster checks the cluster flags: peers need an address, and
+// this node is one of its peers.
+func validateCluster(o *Options) error {
+	if o.ClusterAddress == "" {
+		if len(o.ClusterPeers) > 0 {
+			return errors.New("--cluster-peers needs --cluster-address")
+		}
+		return nil
+	}
+	if _, _, err := net.SplitHostPort(o.ClusterAddress); err != nil {
+		return fmt.Errorf("--cluster-address %q: %w", o.ClusterAddress, err)
+	}
+	if len(o.ClusterPeers) > 0 && !slices.Contains(o.ClusterPeers, o.ClusterAddress) {
+		return fmt.Errorf("--cluster-peers must include this node's --cluster-address %s", o.ClusterAddress)
+	}
+	return nil
+}

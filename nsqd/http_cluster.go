@@ -1,0 +1,71 @@
+package nsqd
+
+import (
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/nsqgo/nsq/internal/replication"
+)
+
+// replicatedCall runs do, an HTTP call on a replicated topic, through the
+// replication layer. A call another node forwarded here is refused when
+// this node does not lead either, so forwards never loop.
+func (s *httpServer) replicatedCall(r *http.Request, do func() error) error {
+	if r.Header.Get(replication.ForwardedHeader) != "" && !s.n.repl.IsLeader() {
+		return apiErr(http.StatusServiceUnavailable, "NOT_LEADER")
+	}
+	if err := do(); err != nil {
+		return replicationErr(err)
+	}
+	return nil
+}
+
+// replicationErr is 503 for what a client should retry (no majority, no
+// leader, memory full), as NSQ answers 503 for a node that is exiting.
+func replicationErr(err error) error {
+	switch {
+	case errors.Is(err, replication.ErrNotCommitted), errors.Is(err, replication.ErrNoLeader):
+		return apiErr(http.StatusServiceUnavailable, "NOT_COMMITTED: "+err.Error())
+	case errors.Is(err, replication.ErrFull):
+		return apiErr(http.StatusServiceUnavailable, "MEMORY_LIMIT_EXCEEDED: "+err.Error())
+	}
+	return apiErr(http.StatusInternalServerError, "INTERNAL_ERROR: "+err.Error())
+}
+
+func (s *httpServer) replicatedPublish(r *http.Request, rep *replication.Node, topic string, bodies [][]byte, deferFor time.Duration) (any, error) {
+	if err := s.replicatedCall(r, func() error { return rep.Publish(r.Context(), topic, bodies, deferFor) }); err != nil {
+		return nil, err
+	}
+	return "OK", nil
+}
+
+// createReplicated is /topic/create with replicas > 1.
+func (s *httpServer) createReplicated(r *http.Request, topic, replicas string) (handled bool, err error) {
+	if replicas == "" || replicas == "1" {
+		return false, nil
+	}
+	n, perr := strconv.Atoi(replicas)
+	if perr != nil || n < 1 {
+		return true, apiErr(http.StatusBadRequest, "INVALID_REPLICAS")
+	}
+	if s.n.repl == nil {
+		return true, apiErr(http.StatusBadRequest, "REPLICATION_DISABLED")
+	}
+	if _, ok := s.n.GetExistingTopic(topic); ok && !s.n.isReplicated(topic) {
+		return true, apiErr(http.StatusConflict, "TOPIC_EXISTS")
+	}
+	rep := s.n.repl
+	return true, s.replicatedCall(r, func() error { return rep.CreateTopic(r.Context(), topic, n) })
+}
+
+// replicatedAdmin runs an admin call on a replicated topic through the
+// replication layer; handled is false for an ordinary topic.
+func (s *httpServer) replicatedAdmin(r *http.Request, topic string, do func(*replication.Node) error) (handled bool, err error) {
+	rep := s.n.replicated(topic)
+	if rep == nil {
+		return false, nil
+	}
+	return true, s.replicatedCall(r, func() error { return do(rep) })
+}

@@ -86,6 +86,11 @@ func (h clusterHost) Adopt(v replication.TopicView) error {
 			return err
 		}
 	}
+	for _, p := range v.Policies {
+		if err := t.patchPolicy(bodyPatch(p, false, t.name)); err != nil {
+			return fmt.Errorf("topic policy: %w", err)
+		}
+	}
 	for _, cv := range v.Channels {
 		ch, err := h.channel(t, cv.Name, !existed)
 		if err != nil {
@@ -93,6 +98,11 @@ func (h clusterHost) Adopt(v replication.TopicView) error {
 		}
 		if cv.Paused {
 			ch.Pause()
+		}
+		for _, p := range cv.Policies {
+			if err := t.patchChannelPolicy(ch, bodyPatch(p, true, t.name)); err != nil {
+				return fmt.Errorf("channel %s policy: %w", cv.Name, err)
+			}
 		}
 		for msgs := cv.Messages; len(msgs) > 0; {
 			k := min(len(msgs), 1024)
@@ -194,6 +204,21 @@ func (h clusterHost) Pause(topic, channel string, paused bool) error {
 		p.UnPause()
 	}
 	return nil
+}
+
+func (h clusterHost) Policy(topic, channel string, patch []byte) error {
+	t, ok := h.n.GetExistingTopic(topic)
+	if !ok {
+		return nil
+	}
+	if channel == "" {
+		return t.patchPolicy(bodyPatch(patch, false, topic))
+	}
+	ch, ok := t.GetExistingChannel(channel)
+	if !ok {
+		return nil
+	}
+	return t.patchChannelPolicy(ch, bodyPatch(patch, true, topic))
 }
 
 // replicatedSubscribe gets a replicated topic's channel ready for a SUB:

@@ -6,6 +6,8 @@ import (
 	"net/http"
 
 	"github.com/julienschmidt/httprouter"
+
+	"github.com/nsqgo/nsq/internal/replication"
 )
 
 // The queue policy API (policy.go):
@@ -30,6 +32,9 @@ func (s *httpServer) getTopicPolicy(_ http.ResponseWriter, r *http.Request, _ ht
 }
 
 func (s *httpServer) postTopicPolicy(_ http.ResponseWriter, r *http.Request, _ httprouter.Params) (any, error) {
+	if handled, resp, err := s.replicatedPolicy(r, false); handled {
+		return resp, err
+	}
 	t, err := s.existingTopic(r, true)
 	if err != nil {
 		return nil, err
@@ -56,6 +61,9 @@ func (s *httpServer) getChannelPolicy(_ http.ResponseWriter, r *http.Request, _ 
 }
 
 func (s *httpServer) postChannelPolicy(_ http.ResponseWriter, r *http.Request, _ httprouter.Params) (any, error) {
+	if handled, resp, err := s.replicatedPolicy(r, true); handled {
+		return resp, err
+	}
 	t, ch, err := s.existingChannel(r)
 	if err != nil {
 		return nil, err
@@ -71,6 +79,42 @@ func (s *httpServer) postChannelPolicy(_ http.ResponseWriter, r *http.Request, _
 		return nil, err
 	}
 	return ch.Policy(), nil
+}
+
+// replicatedPolicy commits a policy POST on a replicated topic through the
+// replication layer, once the patch is known to be valid. The answer is
+// the resulting policy where this node has the queue (it leads), else
+// empty.
+func (s *httpServer) replicatedPolicy(r *http.Request, forChannel bool) (handled bool, resp any, err error) {
+	q := r.URL.Query()
+	topic, channel := q.Get("topic"), ""
+	if forChannel {
+		channel = q.Get("channel")
+	}
+	if s.n.replicated(topic) == nil {
+		return false, nil, nil
+	}
+	body, err := readPolicyBody(r)
+	if err != nil {
+		return true, nil, err
+	}
+	if _, err := parsePolicyPatch(body, nil, forChannel, topic); err != nil {
+		return true, nil, policyErr(err)
+	}
+	if _, err := s.replicatedAdmin(r, topic, func(rep *replication.Node) error {
+		return rep.SetPolicy(r.Context(), topic, channel, body)
+	}); err != nil {
+		return true, nil, err
+	}
+	if t, ok := s.n.GetExistingTopic(topic); ok {
+		if !forChannel {
+			return true, t.Policy(), nil
+		}
+		if ch, ok := t.GetExistingChannel(channel); ok {
+			return true, ch.Policy(), nil
+		}
+	}
+	return true, nil, nil
 }
 
 func readPolicyBody(r *http.Request) ([]byte, error) {

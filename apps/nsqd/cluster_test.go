@@ -439,3 +439,65 @@ func (c *testCluster) dumpLogs() {
 		c.t.Logf("node %d (%s) log tail:\n%s", i, nd.cluster, b)
 	}
 }
+
+// TestClusterStateSurvivesFailover: channel pause, a channel policy and a
+// deferred message's due time, set through followers, hold on the node
+// that leads after the leader is killed.
+func TestClusterStateSurvivesFailover(t *testing.T) {
+	c := startCluster(t, 3)
+	const topic = "jobs"
+	c.createTopic(0, topic, "work")
+	c.postUntilOK(1, "/channel/create?topic="+topic+"&channel=held", "")
+	leader := c.leader(topic)
+	follower := (leader + 1) % len(c.nodes)
+	c.postUntilOK(follower, "/channel/pause?topic="+topic+"&channel=held", "")
+	c.postUntilOK(follower, "/channel/policy?topic="+topic+"&channel=work", `{"max_attempts": 7}`)
+	const deferFor = 3 * time.Second
+	publishedAt := time.Now()
+	c.postUntilOK(follower, fmt.Sprintf("/pub?topic=%s&defer=%d", topic, deferFor.Milliseconds()), "deferred")
+	c.postUntilOK(follower, "/pub?topic="+topic, "now")
+
+	c.kill(leader)
+	newLeader := c.leader(topic)
+	base := "http://" + c.nodes[newLeader].http
+	if code, body := httpCall(t, "GET", base+"/channel/policy?topic="+topic+"&channel=work", ""); code != http.StatusOK || !strings.Contains(body, `"max_attempts":7`) {
+		t.Fatalf("policy on the new leader: %d %s", code, body)
+	}
+	var st struct {
+		Topics []struct {
+			Channels []struct {
+				Name   string `json:"channel_name"`
+				Paused bool   `json:"paused"`
+				Depth  int    `json:"depth"`
+			} `json:"channels"`
+		} `json:"topics"`
+	}
+	_, body := httpCall(t, "GET", base+"/stats?format=json&topic="+topic, "")
+	if err := json.Unmarshal([]byte(body), &st); err != nil || len(st.Topics) != 1 {
+		t.Fatalf("stats: %v %s", err, body)
+	}
+	for _, ch := range st.Topics[0].Channels {
+		if ch.Paused != (ch.Name == "held") {
+			t.Fatalf("channel %s paused=%v on the new leader", ch.Name, ch.Paused)
+		}
+	}
+
+	got := make(chan string, 4)
+	arrived := map[string]time.Time{}
+	c.consume(topic, "work", nsq.HandlerFunc(func(m *nsq.Message) error {
+		got <- string(m.Body)
+		return nil
+	}))
+	deadline := time.After(30 * time.Second)
+	for len(arrived) < 2 {
+		select {
+		case b := <-got:
+			arrived[b] = time.Now()
+		case <-deadline:
+			t.Fatalf("consumed %v within 30s; want \"now\" and \"deferred\"", arrived)
+		}
+	}
+	if early := publishedAt.Add(deferFor).Sub(arrived["deferred"]); early > 0 {
+		t.Fatalf("the deferred message came %v before it was due", early)
+	}
+}

@@ -18,7 +18,8 @@ const (
 	opPublish
 	opFinish
 	opRequeue
-	opNode // where a node's daemon is reached (a leader says so on election)
+	opNode   // where a node's daemon is reached (a leader says so on election)
+	opPolicy // a queue policy patch of a topic (channel empty) or a channel
 )
 
 // ack names one message of a channel in a FIN or REQ batch; due is a
@@ -43,6 +44,7 @@ type entry struct {
 	node     string
 	tcp      string
 	http     string
+	policy   []byte // the patch, as POSTed to /topic/policy or /channel/policy
 }
 
 // entryVersion is the first byte of every entry, so that the format can
@@ -83,6 +85,8 @@ func (e *entry) encode() []byte {
 		b = appendString(b, e.node)
 		b = appendString(b, e.tcp)
 		b = appendString(b, e.http)
+	case opPolicy:
+		b = appendString(b, string(e.policy))
 	}
 	return b
 }
@@ -201,6 +205,8 @@ func decodeEntry(data []byte) (*entry, error) {
 		e.node = string(d.bytes())
 		e.tcp = string(d.bytes())
 		e.http = string(d.bytes())
+	case opPolicy:
+		e.policy = d.bytes()
 	default:
 		return nil, fmt.Errorf("entry op %d not known", e.op)
 	}

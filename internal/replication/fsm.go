@@ -34,6 +34,9 @@ type Host interface {
 	DeleteChannel(topic, channel string) error
 	// Pause pauses or unpauses a topic (channel "") or a channel.
 	Pause(topic, channel string, paused bool) error
+	// Policy applies a queue policy patch to a topic (channel "") or a
+	// channel.
+	Policy(topic, channel string, patch []byte) error
 }
 
 // fsm applies committed entries to the state and, while this node leads,
@@ -112,6 +115,8 @@ func (f *fsm) mirrorLocked(index uint64, e *entry) error {
 		return f.host.DeleteChannel(e.topic, e.channel)
 	case opPause:
 		return f.host.Pause(e.topic, e.channel, e.paused)
+	case opPolicy:
+		return f.host.Policy(e.topic, e.channel, e.policy)
 	case opPublish:
 		if f.st.topics[e.topic] == nil {
 			return nil
@@ -234,6 +239,7 @@ type snapTopic struct {
 	Name     string
 	Replicas int
 	Paused   bool
+	Policies [][]byte
 	Messages []snapMessage
 	Backlog  []uint64
 	Channels []snapChannel
@@ -246,8 +252,9 @@ type snapMessage struct {
 }
 
 type snapChannel struct {
-	Name   string
-	Paused bool
+	Name     string
+	Paused   bool
+	Policies [][]byte
 	Seqs   []uint64
 	Dues   []int64
 }
@@ -261,7 +268,7 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 	s := &snapState{Nodes: maps.Clone(f.st.nodes)}
 	for _, name := range f.st.topicNames() {
 		t := f.st.topics[name]
-		st := snapTopic{Name: name, Replicas: t.replicas, Paused: t.paused}
+		st := snapTopic{Name: name, Replicas: t.replicas, Paused: t.paused, Policies: t.policies}
 		seen := make(map[uint64]bool)
 		add := func(m *message) {
 			if !seen[m.seq] {
@@ -274,7 +281,7 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 			st.Backlog = append(st.Backlog, seq)
 		}
 		for cname, c := range t.channels {
-			sc := snapChannel{Name: cname, Paused: c.paused}
+			sc := snapChannel{Name: cname, Paused: c.paused, Policies: c.policies}
 			for seq, h := range c.msgs {
 				add(h.m)
 				sc.Seqs = append(sc.Seqs, seq)
@@ -311,7 +318,7 @@ func (f *fsm) Restore(r io.ReadCloser) error {
 		st.nodes = s.Nodes
 	}
 	for _, tp := range s.Topics {
-		t := &topicState{replicas: tp.Replicas, paused: tp.Paused, channels: make(map[string]*channelState), backlog: make(map[uint64]*message)}
+		t := &topicState{replicas: tp.Replicas, paused: tp.Paused, policies: tp.Policies, channels: make(map[string]*channelState), backlog: make(map[uint64]*message)}
 		msgs := make(map[uint64]*message, len(tp.Messages))
 		for _, m := range tp.Messages {
 			msgs[m.Seq] = &message{seq: m.Seq, body: m.Body, ts: m.TS}
@@ -321,7 +328,7 @@ func (f *fsm) Restore(r io.ReadCloser) error {
 			t.backlog[seq] = msgs[seq]
 		}
 		for _, sc := range tp.Channels {
-			c := &channelState{paused: sc.Paused, msgs: make(map[uint64]holding, len(sc.Seqs))}
+			c := &channelState{paused: sc.Paused, policies: sc.Policies, msgs: make(map[uint64]holding, len(sc.Seqs))}
 			for i, seq := range sc.Seqs {
 				c.msgs[seq] = holding{m: msgs[seq], due: sc.Dues[i]}
 			}

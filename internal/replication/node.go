@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"net"
 	"os"
 	"path/filepath"
@@ -347,6 +348,23 @@ func (n *Node) Pause(ctx context.Context, topic, channel string, paused bool) er
 			path += "unpause"
 		}
 		return n.http.call(ctx, l, path, "topic", topic, "channel", channel)
+	})
+}
+
+// SetPolicy commits a queue policy patch (already validated) of a
+// replicated topic (channel "") or channel.
+func (n *Node) SetPolicy(ctx context.Context, topic, channel string, patch []byte) error {
+	e := &entry{op: opPolicy, topic: topic, channel: channel, policy: patch}
+	return n.submit(ctx, e, func(ctx context.Context, l NodeInfo) error {
+		path := "/topic/policy"
+		if channel != "" {
+			path = "/channel/policy"
+		}
+		q := url.Values{"topic": {topic}}
+		if channel != "" {
+			q.Set("channel", channel)
+		}
+		return n.http.post(ctx, l, path, q, patch)
 	})
 }
 

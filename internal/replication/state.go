@@ -30,13 +30,15 @@ type holding struct {
 }
 
 type channelState struct {
-	paused bool
-	msgs   map[uint64]holding
+	paused   bool
+	msgs     map[uint64]holding
+	policies [][]byte // policy patches in the order they were committed
 }
 
 type topicState struct {
 	replicas int
 	paused   bool
+	policies [][]byte // policy patches in the order they were committed
 	channels map[string]*channelState
 	// backlog holds what was published while the topic had no channel; the
 	// first channel takes it, as an NSQ topic's queue drains into the
@@ -152,6 +154,14 @@ func (s *state) apply(index uint64, e *entry) {
 		s.requeue(e)
 	case opNode:
 		s.nodes[e.node] = NodeInfo{TCP: e.tcp, HTTP: e.http}
+	case opPolicy:
+		switch t, c := s.channel(e); {
+		case t == nil:
+		case e.channel == "":
+			t.policies = append(t.policies, e.policy)
+		case c != nil:
+			c.policies = append(c.policies, e.policy)
+		}
 	}
 }
 
@@ -255,6 +265,7 @@ type ChannelView struct {
 	Paused   bool
 	Depth    int       // unfinished messages
 	Messages []Message // in publication order; only when asked for
+	Policies [][]byte  // policy patches, to apply in order
 }
 
 // TopicView is a topic's replicated state.
@@ -265,6 +276,7 @@ type TopicView struct {
 	Channels []ChannelView // sorted by name
 	Depth    int           // messages published while there was no channel
 	Backlog  []Message     // those messages, when asked for
+	Policies [][]byte      // policy patches, to apply in order
 }
 
 func (s *state) view(name string, withMessages bool) (TopicView, bool) {
@@ -272,7 +284,7 @@ func (s *state) view(name string, withMessages bool) (TopicView, bool) {
 	if t == nil {
 		return TopicView{}, false
 	}
-	v := TopicView{Name: name, Replicas: t.replicas, Paused: t.paused, Depth: len(t.backlog)}
+	v := TopicView{Name: name, Replicas: t.replicas, Paused: t.paused, Depth: len(t.backlog), Policies: t.policies}
 	if withMessages {
 		v.Backlog = make([]Message, 0, len(t.backlog))
 		for _, m := range t.backlog {
@@ -281,7 +293,7 @@ func (s *state) view(name string, withMessages bool) (TopicView, bool) {
 		sortMessages(v.Backlog)
 	}
 	for name, c := range t.channels {
-		cv := ChannelView{Name: name, Paused: c.paused, Depth: len(c.msgs)}
+		cv := ChannelView{Name: name, Paused: c.paused, Depth: len(c.msgs), Policies: c.policies}
 		if withMessages {
 			cv.Messages = make([]Message, 0, len(c.msgs))
 			for _, h := range c.msgs {

@@ -255,8 +255,8 @@ type snapChannel struct {
 	Name     string
 	Paused   bool
 	Policies [][]byte
-	Seqs   []uint64
-	Dues   []int64
+	Seqs     []uint64
+	Dues     []int64
 }
 
 // Snapshot implements raft.FSM. Raft calls it between Applies; the state

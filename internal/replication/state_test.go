@@ -85,8 +85,8 @@ func TestStateFanOutFinishAndBacklog(t *testing.T) {
 	applyAll(s,
 		&entry{op: opCreateTopic, topic: "t", replicas: 3},
 		&entry{op: opPublish, topic: "t", ts: 10, bodies: [][]byte{[]byte("early")}}, // no channel yet
-		&entry{op: opCreateChannel, topic: "t", channel: "a"},                         // takes the backlog
-		&entry{op: opCreateChannel, topic: "t", channel: "b"},                         // does not
+		&entry{op: opCreateChannel, topic: "t", channel: "a"},                        // takes the backlog
+		&entry{op: opCreateChannel, topic: "t", channel: "b"},                        // does not
 		&entry{op: opPublish, topic: "t", ts: 20, deferFor: 5, bodies: [][]byte{[]byte("x"), []byte("yy")}},
 	)
 	v, _ := s.view("t", true)

@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"math/rand/v2"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -33,17 +35,30 @@ type testCluster struct {
 	lookupdTCP, lookupdHTTP string
 	nodes                   []*clusterNode
 	peers                   string
+	flags                   []string
+	lab                     *netLab // nil: every node on 127.0.0.1
 }
 
-// startCluster runs nsqlookupd and n nsqd processes joined in one cluster.
+// startCluster runs nsqlookupd and n nsqd processes joined in one cluster,
+// all on 127.0.0.1.
 func startCluster(t *testing.T, n int, flags ...string) *testCluster {
+	return startClusterIn(t, nil, n, flags...)
+}
+
+// startClusterIn is startCluster with each node in its own network
+// namespace of lab when lab is not nil.
+func startClusterIn(t *testing.T, lab *netLab, n int, flags ...string) *testCluster {
 	t.Helper()
-	c := &testCluster{t: t, bin: buildNSQD(t)}
+	c := &testCluster{t: t, bin: buildNSQD(t), flags: flags, lab: lab}
 	lookupdBin := buildBinary(t, "../nsqlookupd", "nsqlookupd")
-	c.lookupdTCP = fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	c.lookupdHTTP = fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	host := "127.0.0.1"
+	if lab != nil {
+		host = lab.hostIP()
+	}
+	c.lookupdTCP = fmt.Sprintf("%s:%d", host, freePort(t))
+	c.lookupdHTTP = fmt.Sprintf("%s:%d", host, freePort(t))
 	lookupd := exec.Command(lookupdBin, "--tcp-address="+c.lookupdTCP, "--http-address="+c.lookupdHTTP,
-		"--broadcast-address=127.0.0.1", "--log-level=error")
+		"--broadcast-address="+host, "--log-level=error")
 	lookupdExited := startCmd(t, lookupd)
 	t.Cleanup(func() { _ = lookupd.Process.Kill() })
 	waitHTTP(t, "http://"+c.lookupdHTTP+"/ping", lookupdExited)
@@ -56,12 +71,16 @@ func startCluster(t *testing.T, n int, flags ...string) *testCluster {
 			http:    fmt.Sprintf("127.0.0.1:%d", freePort(t)),
 			data:    filepath.Join(t.TempDir(), fmt.Sprint("node", i)),
 		}
+		if lab != nil { // a namespace of its own: fixed ports do
+			ip := lab.nodeIP(i)
+			nd.cluster, nd.tcp, nd.http = ip+":4160", ip+":4150", ip+":4151"
+		}
 		peers = append(peers, nd.cluster)
 		c.nodes = append(c.nodes, nd)
 	}
 	c.peers = strings.Join(peers, ",")
 	for i := range c.nodes {
-		c.start(i, flags...)
+		c.start(i)
 	}
 	t.Cleanup(func() {
 		c.dumpLogs()
@@ -77,7 +96,7 @@ func startCluster(t *testing.T, n int, flags ...string) *testCluster {
 	return c
 }
 
-func (c *testCluster) start(i int, flags ...string) {
+func (c *testCluster) start(i int) {
 	nd := c.nodes[i]
 	if err := os.MkdirAll(nd.data, 0o755); err != nil {
 		c.t.Fatal(err)
@@ -87,12 +106,17 @@ func (c *testCluster) start(i int, flags ...string) {
 		c.t.Fatal(err)
 	}
 	defer logf.Close()
+	host, _, _ := strings.Cut(nd.tcp, ":")
 	args := append([]string{
 		"--tcp-address=" + nd.tcp, "--http-address=" + nd.http, "--data-path=" + nd.data,
-		"--broadcast-address=127.0.0.1", "--lookupd-tcp-address=" + c.lookupdTCP,
+		"--broadcast-address=" + host, "--lookupd-tcp-address=" + c.lookupdTCP,
 		"--cluster-address=" + nd.cluster, "--cluster-peers=" + c.peers, "--log-level=warn",
-	}, flags...)
-	nd.cmd = exec.Command(c.bin, args...)
+	}, c.flags...)
+	if c.lab != nil {
+		nd.cmd = c.lab.command(i, c.bin, args...)
+	} else {
+		nd.cmd = exec.Command(c.bin, args...)
+	}
 	nd.cmd.Stdout, nd.cmd.Stderr = logf, logf
 	nd.exited = startCmd(c.t, nd.cmd)
 }
@@ -500,4 +524,144 @@ func TestClusterStateSurvivesFailover(t *testing.T) {
 	if early := publishedAt.Add(deferFor).Sub(arrived["deferred"]); early > 0 {
 		t.Fatalf("the deferred message came %v before it was due", early)
 	}
+}
+
+// lookupProducers is the TCP ports nsqlookupd lists for topic.
+func (c *testCluster) lookupProducers(topic string) []string {
+	resp, err := http.Get("http://" + c.lookupdHTTP + "/lookup?topic=" + topic)
+	if err != nil {
+		return nil
+	}
+	defer resp.Body.Close()
+	var lr struct {
+		Producers []struct {
+			Address string `json:"broadcast_address"`
+			TCPPort int    `json:"tcp_port"`
+		} `json:"producers"`
+	}
+	if json.NewDecoder(resp.Body).Decode(&lr) != nil {
+		return nil
+	}
+	var out []string
+	for _, p := range lr.Producers {
+		out = append(out, fmt.Sprintf("%s:%d", p.Address, p.TCPPort))
+	}
+	return out
+}
+
+// eventually polls cond for up to 30s and fails with what otherwise.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within 30s: %s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestClusterPartitionedLeader cuts the leader off from the other two
+// nodes (network namespaces) under load: it stops acknowledging and
+// delivering, the other two elect a leader and go on, and after the
+// partition heals nothing acknowledged is lost.
+func TestClusterPartitionedLeader(t *testing.T) {
+	lab := newNetLab(t, 3)
+	c := startClusterIn(t, lab, 3)
+	const topic = "payments"
+	c.createTopic(0, topic, "c")
+	l := newLedger()
+	c.consume(topic, "c", l)
+	stop := make(chan struct{})
+	wait := c.publish(topic, l, stop)
+	l.waitAcked(t, 200)
+
+	old := c.leader(topic)
+	lab.isolate(old)
+	eventually(t, "the majority elects another leader", func() bool {
+		for i := range c.nodes {
+			if role, _, ok := c.replicationStatus(i, topic); i != old && ok && role == "leader" {
+				return true
+			}
+		}
+		return false
+	})
+	eventually(t, "the isolated node stops leading and leaves nsqlookupd", func() bool {
+		role, _, _ := c.replicationStatus(old, topic)
+		return role == "follower" && !slices.Contains(c.lookupProducers(topic), c.nodes[old].tcp)
+	})
+	code, body := httpCall(t, "POST", "http://"+c.nodes[old].http+"/pub?topic="+topic, "minority")
+	if code == http.StatusOK {
+		t.Fatalf("the isolated node acknowledged a publish: %s", body)
+	}
+	l.waitAcked(t, 200) // through the majority
+	lab.rejoin(old)
+	l.waitAcked(t, 100)
+	close(stop)
+	wait()
+	l.waitConsumed(t)
+}
+
+// TestClusterRandomFaults is the checker: producers on every node and a
+// consumer through nsqlookupd run while a seeded random schedule kills,
+// restarts, isolates and rejoins nodes (majority loss included). Then
+// every node comes back, and the ledger must show every acknowledged
+// message consumed. NSQ_CLUSTER_SEED replays a schedule; NSQ_LONG_TESTS
+// runs it for two minutes instead of 20 seconds.
+func TestClusterRandomFaults(t *testing.T) {
+	lab := newNetLab(t, 3)
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv("NSQ_CLUSTER_SEED"); s != "" {
+		if _, err := fmt.Sscan(s, &seed); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("seed %d (NSQ_CLUSTER_SEED=%d replays it)", seed, seed)
+	rng := rand.New(rand.NewPCG(seed, 0))
+	run := 20 * time.Second
+	if os.Getenv("NSQ_LONG_TESTS") != "" {
+		run = 2 * time.Minute
+	}
+
+	c := startClusterIn(t, lab, 3)
+	const topic = "random"
+	c.createTopic(0, topic, "c")
+	l := newLedger()
+	c.consume(topic, "c", l)
+	stop := make(chan struct{})
+	wait := c.publish(topic, l, stop)
+
+	isolated := -1
+	for end := time.Now().Add(run); time.Now().Before(end); {
+		time.Sleep(time.Duration(500+rng.IntN(1500)) * time.Millisecond)
+		i := rng.IntN(len(c.nodes))
+		switch op := rng.IntN(4); {
+		case op == 0 && c.nodes[i].cmd != nil:
+			t.Logf("kill node %d", i)
+			c.kill(i)
+		case op == 1 && c.nodes[i].cmd == nil:
+			t.Logf("restart node %d", i)
+			c.restart(i)
+		case op == 2 && isolated < 0:
+			t.Logf("isolate node %d", i)
+			lab.isolate(i)
+			isolated = i
+		case op == 3 && isolated >= 0:
+			t.Logf("rejoin node %d", isolated)
+			lab.rejoin(isolated)
+			isolated = -1
+		}
+	}
+	if isolated >= 0 {
+		lab.rejoin(isolated)
+	}
+	for i, nd := range c.nodes {
+		if nd.cmd == nil {
+			c.restart(i)
+		}
+	}
+	l.waitAcked(t, 100) // the healed cluster takes publishes again
+	close(stop)
+	wait()
+	l.waitConsumed(t)
 }

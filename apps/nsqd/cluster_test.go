@@ -30,7 +30,7 @@ type clusterNode struct {
 }
 
 type testCluster struct {
-	t                       *testing.T
+	t                       testing.TB
 	bin                     string
 	lookupdTCP, lookupdHTTP string
 	nodes                   []*clusterNode
@@ -41,13 +41,13 @@ type testCluster struct {
 
 // startCluster runs nsqlookupd and n nsqd processes joined in one cluster,
 // all on 127.0.0.1.
-func startCluster(t *testing.T, n int, flags ...string) *testCluster {
+func startCluster(t testing.TB, n int, flags ...string) *testCluster {
 	return startClusterIn(t, nil, n, flags...)
 }
 
 // startClusterIn is startCluster with each node in its own network
 // namespace of lab when lab is not nil.
-func startClusterIn(t *testing.T, lab *netLab, n int, flags ...string) *testCluster {
+func startClusterIn(t testing.TB, lab *netLab, n int, flags ...string) *testCluster {
 	t.Helper()
 	c := &testCluster{t: t, bin: buildNSQD(t), flags: flags, lab: lab}
 	lookupdBin := buildBinary(t, "../nsqlookupd", "nsqlookupd")
@@ -210,13 +210,16 @@ func (c *testCluster) createTopic(i int, topic, channel string) {
 
 // ledger records what producers had acknowledged and what consumers got.
 type ledger struct {
-	mu     sync.Mutex
-	acked  map[string]bool
-	seen   map[string]int
-	lastAt time.Time
+	mu    sync.Mutex
+	acked map[string]bool
+	seen  map[string]int
+	// firstFrom is when the first message from each nsqd arrived.
+	firstFrom map[string]time.Time
 }
 
-func newLedger() *ledger { return &ledger{acked: map[string]bool{}, seen: map[string]int{}} }
+func newLedger() *ledger {
+	return &ledger{acked: map[string]bool{}, seen: map[string]int{}, firstFrom: map[string]time.Time{}}
+}
 
 func (l *ledger) ack(body string) {
 	l.mu.Lock()
@@ -227,7 +230,9 @@ func (l *ledger) ack(body string) {
 func (l *ledger) HandleMessage(m *nsq.Message) error {
 	l.mu.Lock()
 	l.seen[string(m.Body)]++
-	l.lastAt = time.Now()
+	if _, ok := l.firstFrom[m.NSQDAddress]; !ok {
+		l.firstFrom[m.NSQDAddress] = time.Now()
+	}
 	l.mu.Unlock()
 	return nil
 }
@@ -261,9 +266,28 @@ func (l *ledger) missingSample() string {
 	return strings.Join(out, " ")
 }
 
+// waitFirstFrom waits (bounded) for a delivery from the nsqd at addr and
+// returns when the first one came.
+func (l *ledger) waitFirstFrom(t testing.TB, addr string) time.Time {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		l.mu.Lock()
+		at, ok := l.firstFrom[addr]
+		l.mu.Unlock()
+		if ok {
+			return at
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no delivery from %s within 60s", addr)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // waitConsumed fails the test unless every acknowledged message is
 // consumed within a minute.
-func (l *ledger) waitConsumed(t *testing.T) {
+func (l *ledger) waitConsumed(t testing.TB) {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
@@ -336,7 +360,7 @@ func (c *testCluster) publish(topic string, l *ledger, stop <-chan struct{}) (wa
 }
 
 // waitAcked waits until n more messages than before are acknowledged.
-func (l *ledger) waitAcked(t *testing.T, more int) {
+func (l *ledger) waitAcked(t testing.TB, more int) {
 	t.Helper()
 	start, _, _ := l.counts()
 	deadline := time.Now().Add(60 * time.Second)
@@ -370,7 +394,8 @@ func TestClusterLeaderKilled(t *testing.T) {
 	c.kill(leader)
 	l.waitAcked(t, 300)
 	newLeader := c.leader(topic)
-	t.Logf("node %d led; after SIGKILL node %d leads (%v after the kill)", leader, newLeader, time.Since(killedAt).Round(time.Millisecond))
+	first := l.waitFirstFrom(t, c.nodes[newLeader].tcp)
+	t.Logf("node %d led; after SIGKILL node %d leads and delivered %v after the kill", leader, newLeader, first.Sub(killedAt).Round(time.Millisecond))
 	close(stop)
 	wait()
 	l.waitConsumed(t)
@@ -550,7 +575,7 @@ func (c *testCluster) lookupProducers(topic string) []string {
 }
 
 // eventually polls cond for up to 30s and fails with what otherwise.
-func eventually(t *testing.T, what string, cond func() bool) {
+func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for !cond() {

@@ -45,7 +45,7 @@ func channelInFlight(t *testing.T, httpAddr, topic string) map[string]int {
 	return out
 }
 
-func httpCall(t *testing.T, method, url, body string) (int, string) {
+func httpCall(t testing.TB, method, url, body string) (int, string) {
 	t.Helper()
 	req, err := http.NewRequest(method, url, strings.NewReader(body))
 	if err != nil {

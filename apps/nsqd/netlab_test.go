@@ -15,7 +15,7 @@ import (
 // then be cut (blackhole routes on both sides) while the test still
 // reaches every node: a real partition, without iptables.
 type netLab struct {
-	t      *testing.T
+	t      testing.TB
 	tag    string // unique part of names
 	subnet int    // 10.77.<subnet>.0/24
 	nss    []string
@@ -23,7 +23,7 @@ type netLab struct {
 
 // newNetLab makes n namespaces, or skips the test where that cannot be
 // done (not root, no iproute2).
-func newNetLab(t *testing.T, n int) *netLab {
+func newNetLab(t testing.TB, n int) *netLab {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("network namespaces need root")

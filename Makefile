@@ -79,7 +79,7 @@ bench: build
 # NSQ v1.3.0's nsqd and ours side by side, started in turn, ROUNDS rounds of
 # SCENARIOS; BENCH_COMPARE_FLAGS passes more flags (see bench/bench_compare).
 ROUNDS    ?= 5
-SCENARIOS ?= pubsub,disk,fanout,burt,stats,idle
+SCENARIOS ?= pubsub,disk,replicated,fanout,burt,stats,idle
 BENCH_COMPARE_FLAGS ?=
 bench-compare: build
 	@ref=$$(../shared/tools/nsq-reference.sh) && [ -x "$$ref/nsqd" ] || { \

@@ -36,6 +36,8 @@ func (n *NSQD) startReplication() error {
 		Host:         clusterHost{n},
 		Log:          n.log,
 		MaxHeldBytes: n.guard.budget.Load().maxQueueBytes,
+		SyncEvery:    n.opts.SyncEvery,
+		SyncTimeout:  n.opts.SyncTimeout,
 	})
 	if err != nil {
 		return fmt.Errorf("replication: %w", err)
@@ -59,6 +61,16 @@ func (n *NSQD) replicated(topic string) *replication.Node {
 		return n.repl
 	}
 	return nil
+}
+
+// publishReplicated publishes to a replicated topic: committed on a
+// majority, through the leader. A draining node refuses, as it does for
+// ordinary topics.
+func (n *NSQD) publishReplicated(ctx context.Context, r *replication.Node, topic string, bodies [][]byte, deferFor time.Duration) error {
+	if n.Draining() {
+		return errDraining
+	}
+	return r.Publish(ctx, topic, bodies, deferFor)
 }
 
 // isReplicated reports whether topic is a replicated topic (its local copy

@@ -30,12 +30,14 @@ func replicationErr(err error) error {
 		return apiErr(http.StatusServiceUnavailable, "NOT_COMMITTED: "+err.Error())
 	case errors.Is(err, replication.ErrFull):
 		return apiErr(http.StatusServiceUnavailable, "MEMORY_LIMIT_EXCEEDED: "+err.Error())
+	case errors.Is(err, errDraining):
+		return apiErr(http.StatusServiceUnavailable, "DRAINING")
 	}
 	return apiErr(http.StatusInternalServerError, "INTERNAL_ERROR: "+err.Error())
 }
 
 func (s *httpServer) replicatedPublish(r *http.Request, rep *replication.Node, topic string, bodies [][]byte, deferFor time.Duration) (any, error) {
-	if err := s.replicatedCall(r, func() error { return rep.Publish(r.Context(), topic, bodies, deferFor) }); err != nil {
+	if err := s.replicatedCall(r, func() error { return s.n.publishReplicated(r.Context(), rep, topic, bodies, deferFor) }); err != nil {
 		return nil, err
 	}
 	return "OK", nil

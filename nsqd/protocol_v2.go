@@ -463,7 +463,7 @@ func (c *client) publishOne(cmd, code, topicName string, body []byte, deferFor t
 
 func (c *client) publish(cmd, code, topicName string, bodies [][]byte, deferFor time.Duration) ([]byte, error) {
 	if r := c.n.replicated(topicName); r != nil {
-		if err := r.Publish(c.n.ctx, topicName, bodies, deferFor); err != nil {
+		if err := c.n.publishReplicated(c.n.ctx, r, topicName, bodies, deferFor); err != nil {
 			return nil, wire.NewFatalClientErr(code, "%s failed %s", cmd, err)
 		}
 		c.recordPub(topicName, len(bodies))

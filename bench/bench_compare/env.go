@@ -22,6 +22,9 @@ type env struct {
 	scenario string    // the scenario's name, for profile file names
 	prof     *profiler // nil when not profiling
 	progress io.Writer // for notes that are not results
+	// group, when set, is every process of a multi-process daemon (a
+	// cluster): windows sum their CPU time and peakRSS their peaks.
+	group []*daemon
 }
 
 // start starts a daemon with the scenario's flags.
@@ -54,7 +57,7 @@ func (e *env) profileName(part string) string {
 // window measures one phase of a scenario: elapsed time and the daemon's
 // CPU time between begin and end.
 type window struct {
-	d       *daemon
+	cpu     func() (time.Duration, error)
 	t0      time.Time
 	cpu0    time.Duration
 	profile *pendingProfile // nil when not profiling
@@ -62,11 +65,15 @@ type window struct {
 
 // begin opens a measuring window on d; phase names its CPU profile.
 func (e *env) begin(ctx context.Context, d *daemon, phase string) (*window, error) {
-	cpu, err := d.CPU()
+	w := &window{cpu: d.CPU}
+	if e.group != nil {
+		w.cpu = e.groupCPU
+	}
+	cpu, err := w.cpu()
 	if err != nil {
 		return nil, fmt.Errorf("read CPU time: %w", err)
 	}
-	w := &window{d: d, cpu0: cpu}
+	w.cpu0 = cpu
 	if e.prof != nil {
 		w.profile = e.prof.startCPU(ctx, d, e.profileName(phase))
 	}
@@ -79,7 +86,7 @@ func (e *env) begin(ctx context.Context, d *daemon, phase string) (*window, erro
 // waited for after the figures are taken.
 func (w *window) end(msgs int64) (rate, cpuMicrosPerMsg float64, err error) {
 	elapsed := time.Since(w.t0)
-	cpu, err := w.d.CPU()
+	cpu, err := w.cpu()
 	if err != nil {
 		return 0, 0, fmt.Errorf("read CPU time: %w", err)
 	}
@@ -96,11 +103,33 @@ func (w *window) end(msgs int64) (rate, cpuMicrosPerMsg float64, err error) {
 	return rate, cpuMicrosPerMsg, nil
 }
 
-// peakRSS is the sample of d's peak RSS in MB.
-func peakRSS(d *daemon) (sample, error) {
-	b, err := d.PeakRSS()
-	if err != nil {
-		return sample{}, fmt.Errorf("read peak RSS: %w", err)
+// groupCPU is the CPU time of every process of e.group.
+func (e *env) groupCPU() (time.Duration, error) {
+	var sum time.Duration
+	for _, d := range e.group {
+		cpu, err := d.CPU()
+		if err != nil {
+			return 0, err
+		}
+		sum += cpu
 	}
-	return sample{"peak RSS (MB)", float64(b) / (1 << 20)}, nil
+	return sum, nil
+}
+
+// peakRSS is the sample of d's peak RSS in MB (summed over e.group when
+// set).
+func (e *env) peakRSS(d *daemon) (sample, error) {
+	ds := []*daemon{d}
+	if e.group != nil {
+		ds = e.group
+	}
+	var sum int64
+	for _, d := range ds {
+		b, err := d.PeakRSS()
+		if err != nil {
+			return sample{}, fmt.Errorf("read peak RSS: %w", err)
+		}
+		sum += b
+	}
+	return sample{"peak RSS (MB)", float64(sum) / (1 << 20)}, nil
 }

@@ -16,6 +16,10 @@
 //	        (--mem-queue-size=1000000), then --sub-conns readers with
 //	        RDY 2500 consume everything; PUB and SUB reported apart
 //	disk    the same with --mem-queue-size=0
+//	replicated  disk's workload on a topic with replicas=3 on three nodes of
+//	        this machine, publishers and readers on the leader, CPU and peak
+//	        RSS summed over the three; a daemon without --cluster-address
+//	        (NSQ) runs disk instead
 //	fanout  1 topic × --fanout-channels channels (created over HTTP), one
 //	        consumer connection per channel (RDY 100), --fanout-msgs × 100 B
 //	        published; delivered messages per second
@@ -37,7 +41,7 @@
 // Usage:
 //
 //	bench_compare --ours=./build --nsq=$(../shared/tools/nsq-reference.sh) \
-//	    [--rounds=5] [--scenarios=pubsub,disk,fanout,burt,stats,idle]
+//	    [--rounds=5] [--scenarios=pubsub,disk,replicated,fanout,burt,stats,idle]
 package main
 
 import (

@@ -46,7 +46,7 @@ func TestOneTinyRoundOfEveryScenario(t *testing.T) {
 		t.Fatalf("profiled run: %v\n%s", err, progress.String())
 	}
 	cfg.profileDir = ""
-	cfg.scenarios = []string{"pubsub", "disk", "fanout", "burt", "stats"}
+	cfg.scenarios = []string{"pubsub", "disk", "replicated", "fanout", "burt", "stats"}
 	res, err := run(ctx, &cfg, &progress)
 	if err != nil {
 		t.Fatalf("run: %v\n%s", err, progress.String())
@@ -69,6 +69,7 @@ func TestOneTinyRoundOfEveryScenario(t *testing.T) {
 		{"pubsub", "PUB msgs/s"}, {"pubsub", "PUB CPU µs/msg"}, {"pubsub", "SUB msgs/s"}, {"pubsub", "SUB CPU µs/msg"},
 		{"pubsub", "peak RSS (MB)"},
 		{"disk", "PUB msgs/s"}, {"disk", "SUB msgs/s"}, {"disk", "SUB CPU µs/msg"},
+		{"replicated", "PUB msgs/s"}, {"replicated", "SUB msgs/s"}, {"replicated", "peak RSS (MB)"},
 		{"fanout", "delivered msgs/s"}, {"fanout", "CPU µs/msg"}, {"fanout", "peak RSS (MB)"},
 		{"burt", "end-to-end msgs/s"}, {"burt", "CPU µs/msg"},
 		{"stats", "/stats, 20 topics × 2 channels (ms)"}, {"stats", "/stats, 1 topic × 50 channels (ms)"},

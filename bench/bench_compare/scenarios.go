@@ -24,6 +24,7 @@ type scenario struct {
 var scenarios = []scenario{
 	{"pubsub", func(ctx context.Context, e *env) ([]sample, error) { return pubThenSub(ctx, e, 1000000) }},
 	{"disk", func(ctx context.Context, e *env) ([]sample, error) { return pubThenSub(ctx, e, 0) }},
+	{"replicated", replicated},
 	{"fanout", fanout},
 	{"burt", burt},
 	{"stats", stats},
@@ -60,7 +61,12 @@ func pubThenSub(ctx context.Context, e *env, memQueueSize int) (samples []sample
 	if err := createChannels(ctx, d, []subscription{{benchTopic, benchChannel}}, 1); err != nil {
 		return nil, err
 	}
+	return pubSubOn(ctx, e, d)
+}
 
+// pubSubOn is pubThenSub's measurement, publishing to and consuming from d,
+// whose topic and channel exist.
+func pubSubOn(ctx context.Context, e *env, d *daemon) (samples []sample, err error) {
 	pubs, err := dialAll(e.cfg.pubConns, func(int) (*conn, error) { return dial(ctx, d.TCPAddr, largeBuf) })
 	if err != nil {
 		return nil, err
@@ -87,7 +93,7 @@ func pubThenSub(ctx context.Context, e *env, memQueueSize int) (samples []sample
 	if err != nil {
 		return nil, err
 	}
-	rss, err := peakRSS(d)
+	rss, err := e.peakRSS(d)
 	return []sample{
 		{"PUB msgs/s", pubRate}, {"PUB CPU µs/msg", pubCPU},
 		{"SUB msgs/s", subRate}, {"SUB CPU µs/msg", subCPU},
@@ -165,7 +171,7 @@ func fanout(ctx context.Context, e *env) (samples []sample, err error) {
 	if err != nil {
 		return nil, err
 	}
-	rss, err := peakRSS(d)
+	rss, err := e.peakRSS(d)
 	return []sample{{"delivered msgs/s", rate}, {"CPU µs/msg", cpu}, rss}, err
 }
 
@@ -210,7 +216,7 @@ func burt(ctx context.Context, e *env) (samples []sample, err error) {
 	if err != nil {
 		return nil, err
 	}
-	rss, err := peakRSS(d)
+	rss, err := e.peakRSS(d)
 	return []sample{{"end-to-end msgs/s", rate}, {"CPU µs/msg", cpu}, rss}, err
 }
 

@@ -55,7 +55,7 @@ type fsm struct {
 	active bool // leading, and the local queues mirror st
 
 	replicated atomic.Pointer[map[string]int] // topic → replicas; read per publish
-	applied    atomic.Uint64
+	held       atomic.Int64                   // st.bytes, read per publish
 }
 
 func newFSM(host Host, log *slog.Logger, namesFile string) (*fsm, error) {
@@ -92,7 +92,7 @@ func (f *fsm) Apply(l *raft.Log) any {
 	if e.op == opCreateTopic || e.op == opDeleteTopic {
 		f.publishTopicsLocked()
 	}
-	f.applied.Store(l.Index)
+	f.held.Store(f.st.bytes)
 	if f.active {
 		if err := f.mirrorLocked(l.Index, e); err != nil {
 			f.log.Error("replication: local queue did not take a committed entry; it is delivered after the next leader change",
@@ -215,11 +215,7 @@ func (f *fsm) node(addr string) (NodeInfo, bool) {
 	return n, ok
 }
 
-func (f *fsm) heldBytes() int64 {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.st.bytes
-}
+func (f *fsm) heldBytes() int64 { return f.held.Load() }
 
 func (f *fsm) hasChannel(topic, channel string) bool {
 	f.mu.Lock()
@@ -342,6 +338,7 @@ func (f *fsm) Restore(r io.ReadCloser) error {
 		return fmt.Errorf("restoring a snapshot while leading")
 	}
 	f.st = st
+	f.held.Store(st.bytes)
 	f.publishTopicsLocked()
 	return nil
 }

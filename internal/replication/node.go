@@ -23,7 +23,6 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 )
 
 // Config is how a node joins its cluster.
@@ -47,10 +46,21 @@ type Config struct {
 	// replicated messages exceed it (0: no limit). Every node holds them in
 	// memory.
 	MaxHeldBytes int64
+	// SyncEvery and SyncTimeout say when the log is fsynced, as nsqd's
+	// --sync-every and --sync-timeout do for its queues: after that many
+	// entries, or that long after an unsynced one. SyncEvery 1 fsyncs every
+	// append before it is acknowledged.
+	SyncEvery   int64
+	SyncTimeout time.Duration
 	// Raft timing; zero values take hashicorp/raft's defaults.
 	HeartbeatTimeout time.Duration
 	ElectionTimeout  time.Duration
 }
+
+// logCacheEntries is how many recent log entries Raft keeps in memory to
+// send to followers without reading the log file; a publish entry holds up
+// to a whole MPUB, so this is kept small.
+const logCacheEntries = 128
 
 // Errors a caller maps to its protocol's answers.
 var (
@@ -65,7 +75,7 @@ type Node struct {
 	cfg    Config
 	raft   *raft.Raft
 	fsm    *fsm
-	store  *raftboltdb.BoltStore
+	store  *stores
 	trans  *raft.NetworkTransport
 	notify chan bool
 	acks   *ackBatcher
@@ -102,11 +112,11 @@ func Start(cfg Config) (*Node, error) {
 	notify := make(chan bool, 16)
 	rc.NotifyCh = notify
 
-	store, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(cfg.DataDir, "raft.db")})
+	store, err := openStores(cfg.DataDir, cfg.SyncEvery, cfg.SyncTimeout)
 	if err != nil {
-		return nil, fmt.Errorf("opening raft log: %w", err)
+		return nil, err
 	}
-	logs, err := raft.NewLogCache(1024, store)
+	logs, err := raft.NewLogCache(logCacheEntries, store.log)
 	if err != nil {
 		store.Close()
 		return nil, err
@@ -134,13 +144,13 @@ func Start(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n := &Node{cfg: cfg, fsm: f, store: store, trans: trans, notify: notify}
-	n.raft, err = raft.NewRaft(rc, n.fsm, logs, store, snaps, trans)
+	n.raft, err = raft.NewRaft(rc, n.fsm, logs, store.stable, snaps, trans)
 	if err != nil {
 		trans.Close()
 		store.Close()
 		return nil, fmt.Errorf("starting raft: %w", err)
 	}
-	existing, err := raft.HasExistingState(logs, store, snaps)
+	existing, err := raft.HasExistingState(logs, store.stable, snaps)
 	if err != nil {
 		n.shutdownRaft()
 		return nil, err
@@ -159,10 +169,14 @@ func Start(cfg Config) (*Node, error) {
 	n.cancel = cancel
 	n.acks = newAckBatcher(n)
 	n.http = newForwarder(cfg.Timeout)
-	n.wg.Add(2)
+	n.wg.Add(3)
 	go func() {
 		defer n.wg.Done()
 		n.watchLeadership(ctx)
+	}()
+	go func() {
+		defer n.wg.Done()
+		store.log.run(ctx, func(err error) { cfg.Log.Error("replication: fsync of the raft log", "err", err) })
 	}()
 	go func() {
 		defer n.wg.Done()
@@ -182,7 +196,7 @@ func (n *Node) Close() error {
 
 func (n *Node) shutdownRaft() error {
 	err := n.raft.Shutdown().Error()
-	return errors.Join(err, n.trans.Close(), n.store.Close())
+	return errors.Join(err, n.store.log.sync(), n.trans.Close(), n.store.Close())
 }
 
 // watchLeadership loads the replicated topics into the local queues when

@@ -80,8 +80,10 @@ func (f *fsm) Apply(l *raft.Log) any {
 	if l.Type != raft.LogCommand {
 		return nil
 	}
-	// Bodies are kept, so they must not share memory raft may reuse.
-	e, err := decodeEntry(append([]byte(nil), l.Data...))
+	// Bodies keep sharing l.Data: hashicorp/raft never reuses a log's
+	// buffer (the leader's is the one Apply was given, a follower's is
+	// freshly decoded from the wire or the log store).
+	e, err := decodeEntry(l.Data)
 	if err != nil {
 		f.log.Error("replication: skipping undecodable log entry", "index", l.Index, "err", err)
 		return err

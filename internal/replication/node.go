@@ -109,6 +109,7 @@ func Start(cfg Config) (*Node, error) {
 	if cfg.ElectionTimeout > 0 {
 		rc.ElectionTimeout = cfg.ElectionTimeout
 	}
+	rc.BatchApplyCh = true // concurrent publishes share appends
 	notify := make(chan bool, 16)
 	rc.NotifyCh = notify
 

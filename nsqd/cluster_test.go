@@ -1,0 +1,162 @@
+package nsqd
+
+import (
+	"context"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// startTestCluster starts n in-process daemons joined in one cluster, all
+// at once (a node serves once a majority has elected a leader).
+func startTestCluster(t *testing.T, n int) []*testDaemon {
+	t.Helper()
+	peers := make([]string, n)
+	for i := range peers {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		peers[i] = l.Addr().String()
+		l.Close()
+	}
+	nodes := make([]*testDaemon, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range nodes {
+		o := testOptions(t)
+		o.BroadcastAddress = "127.0.0.1"
+		o.ClusterAddress, o.ClusterPeers = peers[i], peers
+		nd, err := New(o)
+		if err != nil {
+			t.Fatalf("New: %v", err)
+		}
+		nodes[i] = &testDaemon{NSQD: nd, t: t}
+		t.Cleanup(func() { nodes[i].stop() })
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = nd.Start()
+		}()
+	}
+	wg.Wait()
+	for i, d := range nodes {
+		if errs[i] != nil {
+			t.Fatalf("Start node %d: %v", i, errs[i])
+		}
+		d.tcp, d.http = d.TCPAddr().String(), d.HTTPAddr().String()
+	}
+	return nodes
+}
+
+// leaderOf waits for the node that serves the replicated topics.
+func leaderOf(t *testing.T, nodes []*testDaemon) *testDaemon {
+	t.Helper()
+	var leader *testDaemon
+	waitFor(t, "a leader", 30*time.Second, func() bool {
+		for _, d := range nodes {
+			if d.repl != nil && d.repl.Leading() {
+				leader = d
+				return true
+			}
+		}
+		return false
+	})
+	return leader
+}
+
+// TestReplicatedTopicInProcess runs three daemons in this process (so the
+// race detector watches the replication glue): publishes through a
+// follower over TCP and HTTP, consumption and FIN on the leader, FINs
+// reaching the followers' state, SUB refused on a follower, every node's
+// /stats, and a graceful leader shutdown with the next leader serving.
+func TestReplicatedTopicInProcess(t *testing.T) {
+	nodes := startTestCluster(t, 3)
+	const topic = "replicated"
+	waitFor(t, "the topic created", 30*time.Second, func() bool {
+		code, _ := nodes[1].do("POST", "/topic/create?replicas=3&topic="+topic, "")
+		return code == 200
+	})
+	waitFor(t, "the channel created", 30*time.Second, func() bool {
+		code, _ := nodes[2].do("POST", "/channel/create?topic="+topic+"&channel=c", "")
+		return code == 200
+	})
+	leader := leaderOf(t, nodes)
+	var follower *testDaemon
+	for _, d := range nodes {
+		if d != leader {
+			follower = d
+			break
+		}
+	}
+
+	p := newProducer(t, follower.tcp)
+	want := bodies("tcp", 50)
+	for _, b := range want[:10] {
+		if err := p.Publish(topic, b); err != nil {
+			t.Fatalf("PUB through a follower: %v", err)
+		}
+	}
+	if err := p.MultiPublish(topic, want[10:]); err != nil {
+		t.Fatalf("MPUB through a follower: %v", err)
+	}
+	if err := p.DeferredPublish(topic, 50*time.Millisecond, []byte("deferred")); err != nil {
+		t.Fatalf("DPUB through a follower: %v", err)
+	}
+	follower.mustDo("POST", "/pub?topic="+topic, "http", 200)
+
+	raw := dialRaw(t, follower.tcp)
+	raw.send("SUB " + topic + " c")
+	if typ, msg := raw.frame(); typ != 1 || !strings.HasPrefix(msg, "E_SUB_FAILED") || !strings.Contains(msg, leader.tcp) {
+		t.Fatalf("SUB on a follower: frame %d %q; want E_SUB_FAILED naming the leader %s", typ, msg, leader.tcp)
+	}
+
+	cfg := nsqConfig()
+	cfg.MaxInFlight = 100
+	s := newSink()
+	newConsumer(t, leader.tcp, topic, "c", cfg, s)
+	waitFor(t, "every message consumed from the leader", 30*time.Second, func() bool { return s.distinct() == 52 })
+	waitFor(t, "FINs replicated to every node", 30*time.Second, func() bool {
+		for _, d := range nodes {
+			v, ok := d.repl.Topic(topic)
+			if !ok || len(v.Channels) != 1 || v.Channels[0].Depth != 0 {
+				return false
+			}
+		}
+		return true
+	})
+	for _, d := range nodes {
+		ts := d.topicStats(topic)
+		if ts.Replication == nil || ts.Replication.Replicas != 3 || ts.Replication.Leader != leader.tcp {
+			t.Fatalf("stats of %s: replication %+v, want replicas 3 and leader %s", d.tcp, ts.Replication, leader.tcp)
+		}
+		if role := ts.Replication.Role; (d == leader) != (role == "leader") {
+			t.Fatalf("%s reports role %s", d.tcp, role)
+		}
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := leader.Shutdown(ctx); err != nil {
+		t.Fatalf("leader shutdown: %v", err)
+	}
+	rest := make([]*testDaemon, 0, 2)
+	for _, d := range nodes {
+		if d != leader {
+			rest = append(rest, d)
+		}
+	}
+	next := leaderOf(t, rest)
+	waitFor(t, "a publish through the remaining nodes", 30*time.Second, func() bool {
+		code, _ := rest[0].do("POST", "/pub?topic="+topic, "after")
+		return code == 200
+	})
+	s2 := newSink()
+	newConsumer(t, next.tcp, topic, "c", cfg, s2)
+	waitFor(t, "the new leader delivers", 30*time.Second, func() bool { return s2.has([]string{"after"}) })
+	if seen := s2.bodiesSeen(); len(seen) != 1 || !strings.HasPrefix(seen[0], "after") {
+		t.Fatalf("the new leader delivered %v; everything before was FIN'd", seen)
+	}
+}

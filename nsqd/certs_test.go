@@ -43,7 +43,8 @@ func newTestPKI(t testing.TB) *testPKI {
 		Subject:     pkix.Name{CommonName: "127.0.0.1"},
 		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
 		DNSNames:    []string{"localhost"},
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		// client auth too: cluster nodes present it to each other
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
 	})
 	writePEM(t, p.certFile, "CERTIFICATE", srvDER)
 	writePEM(t, p.keyFile, "EC PRIVATE KEY", marshalKey(t, srvKey))

@@ -2,6 +2,7 @@ package nsqd
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -28,7 +29,19 @@ func (n *NSQD) startReplication() error {
 		TCP:  net.JoinHostPort(id.BroadcastAddress, strconv.Itoa(id.TCPPort)),
 		HTTP: net.JoinHostPort(id.BroadcastAddress, strconv.Itoa(id.HTTPPort)),
 	}
+	var clusterTLS *tls.Config
+	if n.opts.ClusterTLS {
+		if n.tlsConfig == nil || n.opts.TLSRootCAFile == "" {
+			return errors.New("--cluster-tls needs --tls-cert, --tls-key and --tls-root-ca-file")
+		}
+		pool, err := loadCertPool(n.opts.TLSRootCAFile)
+		if err != nil {
+			return fmt.Errorf("--cluster-tls: %w", err)
+		}
+		clusterTLS = &tls.Config{Certificates: n.tlsConfig.Certificates, RootCAs: pool, ClientCAs: pool, MinVersion: n.opts.TLSMinVersion}
+	}
 	r, err := replication.Start(replication.Config{
+		TLS:          clusterTLS,
 		Address:      n.opts.ClusterAddress,
 		Peers:        n.opts.ClusterPeers,
 		DataDir:      filepath.Join(n.opts.DataPath, "cluster"),

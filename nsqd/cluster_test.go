@@ -2,7 +2,10 @@ package nsqd
 
 import (
 	"context"
+	"crypto/tls"
+	"errors"
 	"net"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -11,7 +14,7 @@ import (
 
 // startTestCluster starts n in-process daemons joined in one cluster, all
 // at once (a node serves once a majority has elected a leader).
-func startTestCluster(t *testing.T, n int) []*testDaemon {
+func startTestCluster(t *testing.T, n int, configure ...func(*Options)) []*testDaemon {
 	t.Helper()
 	peers := make([]string, n)
 	for i := range peers {
@@ -29,6 +32,9 @@ func startTestCluster(t *testing.T, n int) []*testDaemon {
 		o := testOptions(t)
 		o.BroadcastAddress = "127.0.0.1"
 		o.ClusterAddress, o.ClusterPeers = peers[i], peers
+		for _, f := range configure {
+			f(o)
+		}
 		nd, err := New(o)
 		if err != nil {
 			t.Fatalf("New: %v", err)
@@ -49,6 +55,21 @@ func startTestCluster(t *testing.T, n int) []*testDaemon {
 		d.tcp, d.http = d.TCPAddr().String(), d.HTTPAddr().String()
 	}
 	return nodes
+}
+
+// waitKnown waits until every node has applied the topic's creation: a
+// node takes the name for a replicated topic only from then on (README,
+// Replication, Limits).
+func waitKnown(t *testing.T, nodes []*testDaemon, topic string) {
+	t.Helper()
+	waitFor(t, "every node knows the replicated topic", 30*time.Second, func() bool {
+		for _, d := range nodes {
+			if d.repl.Replicas(topic) == 0 {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 // leaderOf waits for the node that serves the replicated topics.
@@ -83,6 +104,7 @@ func TestReplicatedTopicInProcess(t *testing.T) {
 		code, _ := nodes[2].do("POST", "/channel/create?topic="+topic+"&channel=c", "")
 		return code == 200
 	})
+	waitKnown(t, nodes, topic)
 	leader := leaderOf(t, nodes)
 	var follower *testDaemon
 	for _, d := range nodes {
@@ -158,5 +180,44 @@ func TestReplicatedTopicInProcess(t *testing.T) {
 	waitFor(t, "the new leader delivers", 30*time.Second, func() bool { return s2.has([]string{"after"}) })
 	if seen := s2.bodiesSeen(); len(seen) != 1 || !strings.HasPrefix(seen[0], "after") {
 		t.Fatalf("the new leader delivered %v; everything before was FIN'd", seen)
+	}
+}
+
+// TestReplicationOverTLS: with --cluster-tls the nodes talk mutual TLS
+// (replication works), and a peer without a certificate from the
+// cluster's CA cannot complete a handshake with a node's cluster port.
+func TestReplicationOverTLS(t *testing.T) {
+	pki := newTestPKI(t)
+	nodes := startTestCluster(t, 3, func(o *Options) {
+		o.TLSCert, o.TLSKey, o.TLSRootCAFile, o.ClusterTLS = pki.certFile, pki.keyFile, pki.caFile, true
+	})
+	const topic = "secure"
+	waitFor(t, "the topic created", 30*time.Second, func() bool {
+		code, _ := nodes[0].do("POST", "/topic/create?replicas=3&topic="+topic, "")
+		return code == 200
+	})
+	waitKnown(t, nodes, topic)
+	for _, d := range nodes {
+		d.mustDo("POST", "/pub?topic="+topic, "over tls", 200)
+	}
+	waitFor(t, "every node applied the three publishes", 30*time.Second, func() bool {
+		for _, d := range nodes {
+			if v, ok := d.repl.Topic(topic); !ok || v.Depth != 3 {
+				return false
+			}
+		}
+		return true
+	})
+
+	conn, err := tls.Dial("tcp", nodes[0].opts.ClusterAddress, &tls.Config{
+		RootCAs: pki.pool, ServerName: "127.0.0.1", Certificates: []tls.Certificate{untrustedClientCert(t)},
+	})
+	if err == nil {
+		_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+		_, err = conn.Read(make([]byte, 1))
+		conn.Close()
+	}
+	if err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("an untrusted peer got through the cluster port's TLS: %v", err)
 	}
 }

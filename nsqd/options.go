@@ -50,6 +50,9 @@ type Options struct {
 	// empty: no replication. ClusterPeers lists every voter's address.
 	ClusterAddress string   `flag:"cluster-address"`
 	ClusterPeers   []string `flag:"cluster-peers"`
+	// ClusterTLS makes the links between nodes mutual TLS with the
+	// daemon's certificate (which must allow client auth too) and CA.
+	ClusterTLS bool `flag:"cluster-tls"`
 	// Experiments are the --enable-experiment values.
 	Experiments []string `flag:"enable-experiment" cfg:"enable_experiment"`
 	// SigtermMode is what SIGTERM does: SigtermCleanShutdown or SigtermDrain.

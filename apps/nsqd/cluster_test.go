@@ -206,6 +206,16 @@ func (c *testCluster) createTopic(i int, topic, channel string) {
 	c.t.Helper()
 	c.postUntilOK(i, "/topic/create?replicas=3&topic="+topic, "")
 	c.postUntilOK(i, "/channel/create?topic="+topic+"&channel="+channel, "")
+	// A node takes the name for a replicated topic once it has applied the
+	// creation (README, Replication, Limits).
+	eventually(c.t, "every node knows the replicated topic", func() bool {
+		for j := range c.nodes {
+			if _, _, ok := c.replicationStatus(j, topic); !ok {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 // ledger records what producers had acknowledged and what consumers got.

@@ -11,6 +11,7 @@ package replication
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -52,6 +53,10 @@ type Config struct {
 	// append before it is acknowledged.
 	SyncEvery   int64
 	SyncTimeout time.Duration
+	// TLS, when set, makes the links between nodes mutual TLS: its
+	// certificate is presented both ways (so it must allow server and client
+	// authentication) and RootCAs verifies the peers.
+	TLS *tls.Config
 	// Raft timing; zero values take hashicorp/raft's defaults.
 	HeartbeatTimeout time.Duration
 	ElectionTimeout  time.Duration
@@ -132,10 +137,10 @@ func Start(cfg Config) (*Node, error) {
 		store.Close()
 		return nil, fmt.Errorf("cluster address %q: %w", cfg.Address, err)
 	}
-	trans, err := raft.NewTCPTransportWithLogger(cfg.Address, addr, 4, 10*time.Second, hlog)
+	trans, err := newTransport(cfg, addr, hlog)
 	if err != nil {
 		store.Close()
-		return nil, fmt.Errorf("cluster listener: %w", err)
+		return nil, err
 	}
 
 	f, err := newFSM(cfg.Host, cfg.Log, filepath.Join(cfg.DataDir, "topics.json"))
@@ -184,6 +189,23 @@ func Start(cfg Config) (*Node, error) {
 		n.acks.run(ctx)
 	}()
 	return n, nil
+}
+
+// newTransport is Raft's TCP transport, over TLS when cfg.TLS is set.
+func newTransport(cfg Config, advertise *net.TCPAddr, hlog hclog.Logger) (*raft.NetworkTransport, error) {
+	const maxPool, timeout = 4, 10 * time.Second
+	if cfg.TLS == nil {
+		t, err := raft.NewTCPTransportWithLogger(cfg.Address, advertise, maxPool, timeout, hlog)
+		if err != nil {
+			return nil, fmt.Errorf("cluster listener: %w", err)
+		}
+		return t, nil
+	}
+	stream, err := newTLSStream(cfg.Address, advertise, cfg.TLS)
+	if err != nil {
+		return nil, err
+	}
+	return raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{Stream: stream, MaxPool: maxPool, Timeout: timeout, Logger: hlog}), nil
 }
 
 // Close leaves the cluster: the local copies of replicated topics go (a

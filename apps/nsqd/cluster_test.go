@@ -337,28 +337,39 @@ func (c *testCluster) consume(topic, channel string, h nsq.Handler) *nsq.Consume
 }
 
 // publishers publish numbered messages to every node until stop is
-// closed, recording each acknowledged one in l.
+// closed, recording each acknowledged one in l. After a failed publish a
+// publisher starts a new go-nsq Producer: v1.1.0's reconnect within one
+// Producer races on its connection field (the race detector catches it).
 func (c *testCluster) publish(topic string, l *ledger, stop <-chan struct{}) (wait func()) {
 	var wg sync.WaitGroup
 	for i, nd := range c.nodes {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			p, err := nsq.NewProducer(nd.tcp, nsq.NewConfig())
-			if err != nil {
-				c.t.Error(err)
-				return
-			}
-			p.SetLogger(quietLogger, nsq.LogLevelError)
-			defer p.Stop()
+			var p *nsq.Producer
+			defer func() {
+				if p != nil {
+					p.Stop()
+				}
+			}()
 			for seq := 0; ; seq++ {
 				select {
 				case <-stop:
 					return
 				default:
 				}
+				if p == nil {
+					var err error
+					if p, err = nsq.NewProducer(nd.tcp, nsq.NewConfig()); err != nil {
+						c.t.Error(err)
+						return
+					}
+					p.SetLogger(quietLogger, nsq.LogLevelError)
+				}
 				body := fmt.Sprintf("p%d-%d", i, seq)
 				if err := p.Publish(topic, []byte(body)); err != nil {
+					p.Stop()
+					p = nil
 					time.Sleep(20 * time.Millisecond)
 					continue
 				}

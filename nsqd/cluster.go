@@ -86,6 +86,28 @@ func (n *NSQD) publishReplicated(ctx context.Context, r *replication.Node, topic
 	return r.Publish(ctx, topic, bodies, deferFor)
 }
 
+// replicatedTopic is replicated, and for a name this node has no topic
+// of, it also asks the leader: a creation this node has not applied yet
+// must not make an ordinary topic where a replicated one exists. It is for
+// the calls that would create the topic (PUB, SUB, HTTP publishes).
+func (n *NSQD) replicatedTopic(name string) *replication.Node {
+	if n.repl == nil {
+		return nil
+	}
+	if n.repl.Replicas(name) > 0 {
+		return n.repl
+	}
+	if _, ok := n.GetExistingTopic(name); ok || names.IsEphemeral(name) {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(n.ctx, catchUpTimeout)
+	defer cancel()
+	if n.repl.Learn(ctx, name) {
+		return n.repl
+	}
+	return nil
+}
+
 // isReplicated reports whether topic is a replicated topic (its local copy
 // is not the node's own: it is not written to nsqd.dat).
 func (n *NSQD) isReplicated(topic string) bool { return n.replicated(topic) != nil }

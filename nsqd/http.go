@@ -209,7 +209,7 @@ func (s *httpServer) pub(_ http.ResponseWriter, r *http.Request, _ httprouter.Pa
 	if err := s.authorizePublish(r, name); err != nil {
 		return nil, err
 	}
-	if rep := s.n.replicated(name); rep != nil {
+	if rep := s.n.replicatedTopic(name); rep != nil {
 		return s.replicatedPublish(r, rep, name, [][]byte{body}, deferFor)
 	}
 	t, err := s.getTopic(name)
@@ -283,7 +283,7 @@ func (s *httpServer) mpub(_ http.ResponseWriter, r *http.Request, _ httprouter.P
 	if err != nil {
 		return nil, err
 	}
-	if rep := s.n.replicated(name); rep != nil && len(bodies) > 0 {
+	if rep := s.n.replicatedTopic(name); rep != nil && len(bodies) > 0 {
 		return s.replicatedPublish(r, rep, name, bodies, 0)
 	}
 	t, err := s.getTopic(name)

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/nsqgo/nsq/internal/names"
 	"github.com/nsqgo/nsq/internal/replication"
 )
 
@@ -51,6 +52,9 @@ func (s *httpServer) createReplicated(r *http.Request, topic, replicas string) (
 	n, perr := strconv.Atoi(replicas)
 	if perr != nil || n < 1 {
 		return true, apiErr(http.StatusBadRequest, "INVALID_REPLICAS")
+	}
+	if names.IsEphemeral(topic) {
+		return true, apiErr(http.StatusBadRequest, "EPHEMERAL_TOPIC_NOT_REPLICATED")
 	}
 	if s.n.repl == nil {
 		return true, apiErr(http.StatusBadRequest, "REPLICATION_DISABLED")

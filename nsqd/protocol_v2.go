@@ -382,7 +382,7 @@ func (c *client) subscribe(params [][]byte, _ []byte) ([]byte, error) {
 	if err := c.checkAuth("SUB", topicName, channelName); err != nil {
 		return nil, err
 	}
-	if r := c.n.replicated(topicName); r != nil {
+	if r := c.n.replicatedTopic(topicName); r != nil {
 		if err := c.n.replicatedSubscribe(r, topicName, channelName); err != nil {
 			return nil, wire.NewFatalClientErr("E_SUB_FAILED", "SUB failed %s", err)
 		}
@@ -462,7 +462,7 @@ func (c *client) publishOne(cmd, code, topicName string, body []byte, deferFor t
 }
 
 func (c *client) publish(cmd, code, topicName string, bodies [][]byte, deferFor time.Duration) ([]byte, error) {
-	if r := c.n.replicated(topicName); r != nil {
+	if r := c.n.replicatedTopic(topicName); r != nil {
 		if err := c.n.publishReplicated(c.n.ctx, r, topicName, bodies, deferFor); err != nil {
 			return nil, wire.NewFatalClientErr(code, "%s failed %s", cmd, err)
 		}

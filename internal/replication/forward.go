@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -46,6 +47,36 @@ func (f *forwarder) publish(ctx context.Context, l NodeInfo, topic string, bodie
 		}
 	}
 	return f.post(ctx, l, path, q, body)
+}
+
+// replicatedAt asks the node at l whether topic is replicated, from its
+// /stats.
+func (f *forwarder) replicatedAt(ctx context.Context, l NodeInfo, topic string) bool {
+	q := url.Values{"format": {"json"}, "topic": {topic}, "include_clients": {"false"}, "include_mem": {"false"}}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+l.HTTP+"/stats?"+q.Encode(), nil)
+	if err != nil {
+		return false
+	}
+	resp, err := f.client.Do(req)
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	var st struct {
+		Topics []struct {
+			Name        string          `json:"topic_name"`
+			Replication json.RawMessage `json:"replication"`
+		} `json:"topics"`
+	}
+	if json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&st) != nil {
+		return false
+	}
+	for _, t := range st.Topics {
+		if t.Name == topic && len(t.Replication) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // call is an admin call with query parameters given as name, value pairs;

@@ -278,6 +278,33 @@ func (n *Node) WaitCaughtUp(ctx context.Context) bool {
 	}
 }
 
+// Learn is for a node about to make an ordinary topic called topic: it
+// asks the leader whether topic is replicated and, if it is, waits (within
+// ctx) until this node has applied its creation, and reports true. Without
+// a reachable leader it reports false: ordinary topics stay available.
+func (n *Node) Learn(ctx context.Context, topic string) bool {
+	if n.Replicas(topic) > 0 {
+		return true
+	}
+	if n.IsLeader() {
+		return false // a leader applies a creation before it is acknowledged
+	}
+	l, ok := n.Leader()
+	if !ok || !n.http.replicatedAt(ctx, l, topic) {
+		return false
+	}
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for n.Replicas(topic) == 0 {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+		}
+	}
+	return true
+}
+
 // Replicas is the topic's replica count; 0 means it is not replicated.
 func (n *Node) Replicas(topic string) int { return n.fsm.replicas(topic) }
 

@@ -129,12 +129,3 @@ func (s *ClientStats) setAuth(st *auth.State) {
 	s.AuthIdentity = st.Identity
 	s.AuthIdentityURL = st.IdentityURL
 }
-
-// checkMPUB checks the topic name, then AUTH, before MPUB's body is read
-// (NSQ's order, PROTOCOL.md §D.3).
-func checkMPUB(c *client, params [][]byte) error {
-	if err := checkTopic(c, params); err != nil {
-		return err
-	}
-	return c.checkAuth("MPUB", c.pubTopic(params[1]), "")
-}

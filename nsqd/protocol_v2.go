@@ -41,9 +41,19 @@ const (
 	lengthPrefixedBody          // [int32 n][n bytes] (MPUB's n bytes hold its parts)
 )
 
+// authScope is what a command needs AUTH's permission for.
+type authScope uint8
+
+const (
+	authNone         authScope = iota
+	authTopic                  // params[1] is the topic (publishing)
+	authTopicChannel           // params[1] and params[2] (SUB)
+)
+
 // commandSpec is one row of the protocol table: everything about a command
-// that is checked before its handler runs, in NSQ's order: state, parameter
-// count, parameter validation (check), then the body read and its limits.
+// that is checked before its handler runs, in NSQ's order: TLS, state,
+// parameter count, parameter validation (check), AUTH where NSQ checks it,
+// then the body read and its limits.
 type commandSpec struct {
 	name      string // the table key, set by init
 	states    stateSet
@@ -52,13 +62,24 @@ type commandSpec struct {
 	// silentIn lists states in which the command is ignored (RDY after CLS).
 	silentIn stateSet
 	check    func(c *client, params [][]byte) error
-	body     bodyKind
-	bodyCode string                 // error code for body problems
-	failCode string                 // error code when the daemon cannot take the body now
-	limit    func(o *Options) int64 // max body (or message) size
+	// auth is what the command needs permission for; NSQ asks before
+	// reading MPUB's body (authBeforeBody) and after PUB's and DPUB's.
+	auth           authScope
+	authBeforeBody bool
+	body           bodyKind
+	// oneMessage: the body is a single message ("message body", "message
+	// too big" in errors), not a body of parts or JSON.
+	oneMessage bool
+	bodyCode   string                 // error code for body problems
+	failCode   string                 // error code when the daemon cannot take the body now
+	limit      func(o *Options) int64 // max body (or message) size
 	// arriving, if set, checks a body of the given size as it arrives.
 	arriving func(c *client, size int) bodyCheck
 	run      func(c *client, params [][]byte, body []byte) ([]byte, error)
+	// runFailCode, if set, turns an error from run into a non-fatal
+	// "<code> <CMD> <param> failed <err>" (FIN, REQ, TOUCH); otherwise run
+	// returns protocol errors itself.
+	runFailCode string
 }
 
 func maxMsgSize(o *Options) int64  { return o.MaxMsgSize }
@@ -68,18 +89,19 @@ func maxBodySize(o *Options) int64 { return o.MaxBodySize }
 var commands = map[string]*commandSpec{
 	"IDENTIFY": {states: inInit, body: lengthPrefixedBody, bodyCode: "E_BAD_BODY", failCode: "E_IDENTIFY_FAILED", limit: maxBodySize, run: (*client).identify},
 	"AUTH":     {states: inInit, check: checkAuthParams, body: lengthPrefixedBody, bodyCode: "E_BAD_BODY", failCode: "E_AUTH_FAILED", limit: maxBodySize, run: (*client).auth},
-	"SUB":      {states: inInit, minParams: 2, paramsMsg: "insufficient number of parameters", run: (*client).subscribe},
-	"RDY":      {states: inSubscribed, silentIn: inClosing, run: (*client).ready},
-	"FIN":      {states: inSubscribed | inClosing, minParams: 1, paramsMsg: "insufficient number of params", check: checkMsgID, run: (*client).finish},
-	"REQ":      {states: inSubscribed | inClosing, minParams: 2, paramsMsg: "insufficient number of params", check: checkMsgID, run: (*client).requeue},
-	"TOUCH":    {states: inSubscribed | inClosing, minParams: 1, paramsMsg: "insufficient number of params", check: checkMsgID, run: (*client).touch},
-	"CLS":      {states: inSubscribed, run: (*client).startClose},
-	"NOP":      {states: inAny, run: func(*client, [][]byte, []byte) ([]byte, error) { return nil, nil }},
-	"PUB": {states: inAny, minParams: 1, paramsMsg: "insufficient number of parameters", check: checkTopic,
-		body: lengthPrefixedBody, bodyCode: "E_BAD_MESSAGE", failCode: "E_PUB_FAILED", limit: maxMsgSize, run: (*client).pub},
-	"DPUB": {states: inAny, minParams: 2, paramsMsg: "insufficient number of parameters", check: checkDPUB,
-		body: lengthPrefixedBody, bodyCode: "E_BAD_MESSAGE", failCode: "E_DPUB_FAILED", limit: maxMsgSize, run: (*client).dpub},
-	"MPUB": {states: inAny, minParams: 1, paramsMsg: "insufficient number of parameters", check: checkMPUB,
+	"SUB": {states: inInit, minParams: 2, paramsMsg: "insufficient number of parameters", check: checkSUB,
+		auth: authTopicChannel, run: (*client).subscribe},
+	"RDY":   {states: inSubscribed, silentIn: inClosing, run: (*client).ready},
+	"FIN":   {states: inSubscribed | inClosing, minParams: 1, paramsMsg: "insufficient number of params", check: checkMsgID, run: (*client).finish, runFailCode: "E_FIN_FAILED"},
+	"REQ":   {states: inSubscribed | inClosing, minParams: 2, paramsMsg: "insufficient number of params", check: checkMsgID, run: (*client).requeue, runFailCode: "E_REQ_FAILED"},
+	"TOUCH": {states: inSubscribed | inClosing, minParams: 1, paramsMsg: "insufficient number of params", check: checkMsgID, run: (*client).touch, runFailCode: "E_TOUCH_FAILED"},
+	"CLS":   {states: inSubscribed, run: (*client).startClose},
+	"NOP":   {states: inAny, run: func(*client, [][]byte, []byte) ([]byte, error) { return nil, nil }},
+	"PUB": {states: inAny, minParams: 1, paramsMsg: "insufficient number of parameters", check: checkTopic, auth: authTopic,
+		body: lengthPrefixedBody, oneMessage: true, bodyCode: "E_BAD_MESSAGE", failCode: "E_PUB_FAILED", limit: maxMsgSize, run: (*client).pub},
+	"DPUB": {states: inAny, minParams: 2, paramsMsg: "insufficient number of parameters", check: checkDPUB, auth: authTopic,
+		body: lengthPrefixedBody, oneMessage: true, bodyCode: "E_BAD_MESSAGE", failCode: "E_DPUB_FAILED", limit: maxMsgSize, run: (*client).dpub},
+	"MPUB": {states: inAny, minParams: 1, paramsMsg: "insufficient number of parameters", check: checkTopic, auth: authTopic, authBeforeBody: true,
 		body: lengthPrefixedBody, bodyCode: "E_BAD_BODY", failCode: "E_MPUB_FAILED", limit: maxBodySize,
 		arriving: (*client).mpubArriving, run: (*client).mpub},
 }
@@ -208,6 +230,11 @@ func (c *client) exec(params [][]byte) ([]byte, error) {
 			return nil, err
 		}
 	}
+	if spec.authBeforeBody {
+		if err := c.authorize(spec, params); err != nil {
+			return nil, err
+		}
+	}
 	if spec.body != noBodyFollows {
 		c.detachParams(params)
 	}
@@ -218,7 +245,27 @@ func (c *client) exec(params [][]byte) ([]byte, error) {
 			return nil, err
 		}
 	}
-	return spec.run(c, params, body)
+	if !spec.authBeforeBody {
+		if err := c.authorize(spec, params); err != nil {
+			return nil, err
+		}
+	}
+	resp, err := spec.run(c, params, body)
+	if err != nil && spec.runFailCode != "" {
+		return nil, wire.NewClientErr(spec.runFailCode, "%s %s failed %s", name, params[1], err)
+	}
+	return resp, err
+}
+
+// authorize is AUTH's permission check for the command's scope.
+func (c *client) authorize(spec *commandSpec, params [][]byte) error {
+	switch spec.auth {
+	case authTopic:
+		return c.checkAuth(spec.name, c.pubTopic(params[1]), "")
+	case authTopicChannel:
+		return c.checkAuth(spec.name, string(params[1]), string(params[2]))
+	}
+	return nil
 }
 
 // detachParams copies the parameters out of the read buffer, which the
@@ -244,7 +291,7 @@ func (c *client) detachParams(params [][]byte) {
 func (c *client) readSizedBody(spec *commandSpec) ([]byte, error) {
 	cmd, code, limit := spec.name, spec.bodyCode, spec.limit(c.n.opts)
 	what := "body"
-	if code == "E_BAD_MESSAGE" {
+	if spec.oneMessage {
 		what = "message body"
 	}
 	size, err := wire.ReadSize(c.reader)
@@ -255,7 +302,7 @@ func (c *client) readSizedBody(spec *commandSpec) ([]byte, error) {
 		return nil, wire.NewFatalClientErr(code, "%s invalid %s size %d", cmd, what, size)
 	}
 	if int64(size) > limit {
-		if code == "E_BAD_MESSAGE" {
+		if spec.oneMessage {
 			return nil, wire.NewFatalClientErr(code, "%s message too big %d > %d", cmd, size, limit)
 		}
 		return nil, wire.NewFatalClientErr(code, "%s body too big %d > %d", cmd, size, limit)
@@ -329,10 +376,7 @@ func (c *client) ready(params [][]byte, _ []byte) ([]byte, error) {
 
 func (c *client) finish(params [][]byte, _ []byte) ([]byte, error) {
 	sub, _, _ := c.subscription()
-	if err := sub.Finish(msgID(params[1])); err != nil {
-		return nil, wire.NewClientErr("E_FIN_FAILED", "FIN %s failed %s", params[1], err)
-	}
-	return nil, nil
+	return nil, sub.Finish(msgID(params[1]))
 }
 
 func (c *client) requeue(params [][]byte, _ []byte) ([]byte, error) {
@@ -347,18 +391,12 @@ func (c *client) requeue(params [][]byte, _ []byte) ([]byte, error) {
 		delay = clamped
 	}
 	sub, _, _ := c.subscription()
-	if err := sub.Requeue(msgID(params[1]), delay); err != nil {
-		return nil, wire.NewClientErr("E_REQ_FAILED", "REQ %s failed %s", params[1], err)
-	}
-	return nil, nil
+	return nil, sub.Requeue(msgID(params[1]), delay)
 }
 
 func (c *client) touch(params [][]byte, _ []byte) ([]byte, error) {
 	sub, _, _ := c.subscription()
-	if err := sub.Touch(msgID(params[1])); err != nil {
-		return nil, wire.NewClientErr("E_TOUCH_FAILED", "TOUCH %s failed %s", params[1], err)
-	}
-	return nil, nil
+	return nil, sub.Touch(msgID(params[1]))
 }
 
 func (c *client) startClose(_ [][]byte, _ []byte) ([]byte, error) {
@@ -368,20 +406,22 @@ func (c *client) startClose(_ [][]byte, _ []byte) ([]byte, error) {
 	return wire.CloseWait, nil
 }
 
-func (c *client) subscribe(params [][]byte, _ []byte) ([]byte, error) {
+// checkSUB is SUB's checks before AUTH, in NSQ's order.
+func checkSUB(c *client, params [][]byte) error {
 	if c.heartbeatInterval <= 0 {
-		return nil, wire.NewFatalClientErr("E_INVALID", "cannot SUB with heartbeats disabled")
+		return wire.NewFatalClientErr("E_INVALID", "cannot SUB with heartbeats disabled")
 	}
+	if !validName(string(params[1])) {
+		return wire.NewFatalClientErr("E_BAD_TOPIC", "SUB topic name %q is not valid", params[1])
+	}
+	if !validName(string(params[2])) {
+		return wire.NewFatalClientErr("E_BAD_CHANNEL", "SUB channel name %q is not valid", params[2])
+	}
+	return nil
+}
+
+func (c *client) subscribe(params [][]byte, _ []byte) ([]byte, error) {
 	topicName, channelName := string(params[1]), string(params[2])
-	if !validName(topicName) {
-		return nil, wire.NewFatalClientErr("E_BAD_TOPIC", "SUB topic name %q is not valid", topicName)
-	}
-	if !validName(channelName) {
-		return nil, wire.NewFatalClientErr("E_BAD_CHANNEL", "SUB channel name %q is not valid", channelName)
-	}
-	if err := c.checkAuth("SUB", topicName, channelName); err != nil {
-		return nil, err
-	}
 	if r := c.n.replicatedTopic(topicName); r != nil {
 		if err := c.n.replicatedSubscribe(r, topicName, channelName); err != nil {
 			return nil, wire.NewFatalClientErr("E_SUB_FAILED", "SUB failed %s", err)
@@ -427,18 +467,11 @@ func (c *client) subscribe(params [][]byte, _ []byte) ([]byte, error) {
 }
 
 func (c *client) pub(params [][]byte, body []byte) ([]byte, error) {
-	topic := c.pubTopic(params[1])
-	if err := c.checkAuth("PUB", topic, ""); err != nil {
-		return nil, err
-	}
-	return c.publishOne("PUB", "E_PUB_FAILED", topic, body, 0)
+	return c.publishOne("PUB", "E_PUB_FAILED", c.pubTopic(params[1]), body, 0)
 }
 
 func (c *client) dpub(params [][]byte, body []byte) ([]byte, error) {
 	topic := c.pubTopic(params[1])
-	if err := c.checkAuth("DPUB", topic, ""); err != nil {
-		return nil, err
-	}
 	ms, _ := strconv.ParseInt(string(params[2]), 10, 64) // checked by checkDPUB
 	return c.publishOne("DPUB", "E_DPUB_FAILED", topic, body, time.Duration(ms)*time.Millisecond)
 }

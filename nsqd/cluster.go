@@ -51,6 +51,10 @@ func (n *NSQD) startReplication() error {
 		MaxHeldBytes: n.guard.budget.Load().maxQueueBytes,
 		SyncEvery:    n.opts.SyncEvery,
 		SyncTimeout:  n.opts.SyncTimeout,
+		// tests make snapshots frequent; zero takes Raft's defaults
+		SnapshotEntries:  n.opts.clusterSnapshotEntries,
+		SnapshotInterval: n.opts.clusterSnapshotInterval,
+		TrailingEntries:  n.opts.clusterSnapshotEntries,
 	})
 	if err != nil {
 		return fmt.Errorf("replication: %w", err)

@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -228,4 +230,72 @@ func TestReplicationOverTLS(t *testing.T) {
 	if err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Fatalf("an untrusted peer got through the cluster port's TLS: %v", err)
 	}
+}
+
+// TestReplicationSnapshotCatchUp: with snapshots every few entries and the
+// log compacted behind them, a follower that was down while 200 messages
+// were published comes back through a snapshot install (and the log after
+// it) with every unfinished message, and the cluster serves them all after
+// the leader goes.
+func TestReplicationSnapshotCatchUp(t *testing.T) {
+	nodes := startTestCluster(t, 3, func(o *Options) {
+		o.clusterSnapshotEntries = 8
+		o.clusterSnapshotInterval = 50 * time.Millisecond
+	})
+	const topic = "snapshotted"
+	waitFor(t, "the topic created", 30*time.Second, func() bool {
+		code, _ := nodes[0].do("POST", "/topic/create?replicas=3&topic="+topic, "")
+		return code == 200
+	})
+	waitFor(t, "the channel created", 30*time.Second, func() bool {
+		code, _ := nodes[0].do("POST", "/channel/create?topic="+topic+"&channel=c", "")
+		return code == 200
+	})
+	waitKnown(t, nodes, topic)
+	leader := leaderOf(t, nodes)
+	var away, other *testDaemon
+	for _, d := range nodes {
+		switch {
+		case d == leader:
+		case away == nil:
+			away = d
+		default:
+			other = d
+		}
+	}
+	opts := *away.opts
+	opts.TCPAddress, opts.HTTPAddress = "127.0.0.1:0", "127.0.0.1:0"
+	away.stop()
+
+	const n = 200
+	for i := 0; i < n; i++ {
+		other.mustDo("POST", "/pub?topic="+topic, fmt.Sprintf("m%d", i), 200)
+	}
+	snaps := filepath.Join(leader.opts.DataPath, "cluster", "snapshots")
+	waitFor(t, "a snapshot on the leader", 30*time.Second, func() bool {
+		entries, _ := os.ReadDir(snaps)
+		return len(entries) > 0
+	})
+
+	back, err := New(&opts)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	if err := back.Start(); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	returned := &testDaemon{NSQD: back, t: t, tcp: back.TCPAddr().String(), http: back.HTTPAddr().String()}
+	t.Cleanup(returned.stop)
+	waitFor(t, "the returned node holds every message", 30*time.Second, func() bool {
+		v, ok := returned.repl.Topic(topic)
+		return ok && len(v.Channels) == 1 && v.Channels[0].Depth == n
+	})
+
+	leader.stop()
+	next := leaderOf(t, []*testDaemon{returned, other})
+	s := newSink()
+	cfg := nsqConfig()
+	cfg.MaxInFlight = 100
+	newConsumer(t, next.tcp, topic, "c", cfg, s)
+	waitFor(t, "every message consumed from the new leader", 30*time.Second, func() bool { return s.distinct() == n })
 }

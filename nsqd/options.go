@@ -53,6 +53,10 @@ type Options struct {
 	// ClusterTLS makes the links between nodes mutual TLS with the
 	// daemon's certificate (which must allow client auth too) and CA.
 	ClusterTLS bool `flag:"cluster-tls"`
+	// clusterSnapshotEntries and clusterSnapshotInterval make Raft
+	// snapshots frequent in tests (zero: Raft's defaults).
+	clusterSnapshotEntries  uint64
+	clusterSnapshotInterval time.Duration
 	// Experiments are the --enable-experiment values.
 	Experiments []string `flag:"enable-experiment" cfg:"enable_experiment"`
 	// SigtermMode is what SIGTERM does: SigtermCleanShutdown or SigtermDrain.

@@ -234,13 +234,14 @@ type snapState struct {
 }
 
 type snapTopic struct {
-	Name     string
-	Replicas int
-	Paused   bool
-	Policies [][]byte
-	Messages []snapMessage
-	Backlog  []uint64
-	Channels []snapChannel
+	Name        string
+	Replicas    int
+	Paused      bool
+	Policies    [][]byte
+	Messages    []snapMessage
+	Backlog     []uint64
+	BacklogDues []int64
+	Channels    []snapChannel
 }
 
 type snapMessage struct {
@@ -268,20 +269,21 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 		t := f.st.topics[name]
 		st := snapTopic{Name: name, Replicas: t.replicas, Paused: t.paused, Policies: t.policies}
 		seen := make(map[uint64]bool)
-		add := func(m *message) {
-			if !seen[m.seq] {
-				seen[m.seq] = true
-				st.Messages = append(st.Messages, snapMessage{Seq: m.seq, Body: m.body, TS: m.ts})
+		add := func(seq uint64, h holding) {
+			if !seen[seq] {
+				seen[seq] = true
+				st.Messages = append(st.Messages, snapMessage{Seq: seq, Body: h.body, TS: h.ts})
 			}
 		}
-		for seq, m := range t.backlog {
-			add(m)
+		for seq, h := range t.backlog {
+			add(seq, h)
 			st.Backlog = append(st.Backlog, seq)
+			st.BacklogDues = append(st.BacklogDues, h.due)
 		}
 		for cname, c := range t.channels {
 			sc := snapChannel{Name: cname, Paused: c.paused, Policies: c.policies}
 			for seq, h := range c.msgs {
-				add(h.m)
+				add(seq, h)
 				sc.Seqs = append(sc.Seqs, seq)
 				sc.Dues = append(sc.Dues, h.due)
 			}
@@ -316,19 +318,29 @@ func (f *fsm) Restore(r io.ReadCloser) error {
 		st.nodes = s.Nodes
 	}
 	for _, tp := range s.Topics {
-		t := &topicState{replicas: tp.Replicas, paused: tp.Paused, policies: tp.Policies, channels: make(map[string]*channelState), backlog: make(map[uint64]*message)}
-		msgs := make(map[uint64]*message, len(tp.Messages))
+		t := &topicState{replicas: tp.Replicas, paused: tp.Paused, policies: tp.Policies, channels: make(map[string]*channelState), backlog: make(map[uint64]holding)}
+		msgs := make(map[uint64]snapMessage, len(tp.Messages))
 		for _, m := range tp.Messages {
-			msgs[m.Seq] = &message{seq: m.Seq, body: m.Body, ts: m.TS}
+			msgs[m.Seq] = m
 			st.bytes += int64(len(m.Body))
 		}
-		for _, seq := range tp.Backlog {
-			t.backlog[seq] = msgs[seq]
+		held := func(seq uint64, due int64) holding {
+			m := msgs[seq]
+			return holding{body: m.Body, ts: m.TS, due: due}
+		}
+		if len(tp.BacklogDues) != len(tp.Backlog) {
+			return fmt.Errorf("replication snapshot: topic %s: %d backlog messages, %d due times", tp.Name, len(tp.Backlog), len(tp.BacklogDues))
+		}
+		for i, seq := range tp.Backlog {
+			t.backlog[seq] = held(seq, tp.BacklogDues[i])
 		}
 		for _, sc := range tp.Channels {
+			if len(sc.Dues) != len(sc.Seqs) {
+				return fmt.Errorf("replication snapshot: channel %s/%s: %d messages, %d due times", tp.Name, sc.Name, len(sc.Seqs), len(sc.Dues))
+			}
 			c := &channelState{paused: sc.Paused, policies: sc.Policies, msgs: make(map[uint64]holding, len(sc.Seqs))}
 			for i, seq := range sc.Seqs {
-				c.msgs[seq] = holding{m: msgs[seq], due: sc.Dues[i]}
+				c.msgs[seq] = held(seq, sc.Dues[i])
 			}
 			t.channels[sc.Name] = c
 		}

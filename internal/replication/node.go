@@ -57,6 +57,12 @@ type Config struct {
 	// certificate is presented both ways (so it must allow server and client
 	// authentication) and RootCAs verifies the peers.
 	TLS *tls.Config
+	// Snapshots: after SnapshotEntries new entries, checked every
+	// SnapshotInterval, keeping TrailingEntries behind the snapshot; zero
+	// values take hashicorp/raft's defaults (8,192; 2 min; 10,240).
+	SnapshotEntries  uint64
+	SnapshotInterval time.Duration
+	TrailingEntries  uint64
 	// Raft timing; zero values take hashicorp/raft's defaults.
 	HeartbeatTimeout time.Duration
 	ElectionTimeout  time.Duration
@@ -115,6 +121,15 @@ func Start(cfg Config) (*Node, error) {
 		rc.ElectionTimeout = cfg.ElectionTimeout
 	}
 	rc.BatchApplyCh = true // concurrent publishes share appends
+	if cfg.SnapshotEntries > 0 {
+		rc.SnapshotThreshold = cfg.SnapshotEntries
+	}
+	if cfg.SnapshotInterval > 0 {
+		rc.SnapshotInterval = cfg.SnapshotInterval
+	}
+	if cfg.TrailingEntries > 0 {
+		rc.TrailingLogs = cfg.TrailingEntries
+	}
 	notify := make(chan bool, 16)
 	rc.NotifyCh = notify
 

@@ -15,18 +15,14 @@ type Message struct {
 	Due       int64
 }
 
-// message is a published message as the state holds it: its body is
-// shared by every channel that still has it.
-type message struct {
-	seq  uint64 // the ID's value: raft index << offsetBits | offset
-	body []byte
-	ts   int64
-}
-
-// holding is one channel's claim on a message: it leaves when FIN'd.
+// holding is one channel's (or the backlog's) copy of a message, keyed by
+// its seq (the ID's value: raft index << offsetBits | offset). The body is
+// shared by every channel that still has the message; it leaves a channel
+// when FIN'd there.
 type holding struct {
-	m   *message
-	due int64
+	body []byte
+	ts   int64 // publish time
+	due  int64 // deferred until (unix ns); 0 when ready
 }
 
 type channelState struct {
@@ -43,7 +39,7 @@ type topicState struct {
 	// backlog holds what was published while the topic had no channel; the
 	// first channel takes it, as an NSQ topic's queue drains into the
 	// first channel created.
-	backlog map[uint64]*message
+	backlog map[uint64]holding
 }
 
 // NodeInfo is where clients reach a node's daemon: its TCP (broadcast
@@ -109,7 +105,7 @@ func (s *state) apply(index uint64, e *entry) {
 	switch e.op {
 	case opCreateTopic:
 		if _, ok := s.topics[e.topic]; !ok {
-			s.topics[e.topic] = &topicState{replicas: e.replicas, channels: make(map[string]*channelState), backlog: make(map[uint64]*message)}
+			s.topics[e.topic] = &topicState{replicas: e.replicas, channels: make(map[string]*channelState), backlog: make(map[uint64]holding)}
 		}
 	case opDeleteTopic:
 		if t, ok := s.topics[e.topic]; ok {
@@ -123,8 +119,8 @@ func (s *state) apply(index uint64, e *entry) {
 		}
 		c := &channelState{msgs: make(map[uint64]holding, len(t.backlog))}
 		if len(t.channels) == 0 {
-			for seq, m := range t.backlog {
-				c.msgs[seq] = holding{m: m}
+			for seq, h := range t.backlog {
+				c.msgs[seq] = h
 			}
 			clear(t.backlog)
 		}
@@ -175,14 +171,14 @@ func (s *state) publish(index uint64, e *entry) {
 		due = e.ts + e.deferFor
 	}
 	for i, body := range e.bodies {
-		m := &message{seq: seqOf(index, i), body: body, ts: e.ts}
+		seq := seqOf(index, i)
 		s.bytes += int64(len(body))
 		if len(t.channels) == 0 {
-			t.backlog[m.seq] = m
+			t.backlog[seq] = holding{body: body, ts: e.ts, due: due}
 			continue
 		}
 		for _, c := range t.channels {
-			c.msgs[m.seq] = holding{m: m, due: due}
+			c.msgs[seq] = holding{body: body, ts: e.ts, due: due}
 		}
 	}
 }
@@ -207,8 +203,8 @@ func (s *state) finish(e *entry) {
 			continue
 		}
 		delete(c.msgs, f.seq)
-		if !t.heldElsewhere(h.m.seq) {
-			s.bytes -= int64(len(h.m.body))
+		if !t.heldElsewhere(f.seq) {
+			s.bytes -= int64(len(h.body))
 		}
 	}
 }
@@ -241,18 +237,18 @@ func (t *topicState) heldElsewhere(seq uint64) bool {
 func (t *topicState) bytes() int64 {
 	seen := make(map[uint64]struct{})
 	var n int64
-	add := func(m *message) {
-		if _, ok := seen[m.seq]; !ok {
-			seen[m.seq] = struct{}{}
-			n += int64(len(m.body))
+	add := func(seq uint64, h holding) {
+		if _, ok := seen[seq]; !ok {
+			seen[seq] = struct{}{}
+			n += int64(len(h.body))
 		}
 	}
-	for _, m := range t.backlog {
-		add(m)
+	for seq, h := range t.backlog {
+		add(seq, h)
 	}
 	for _, c := range t.channels {
-		for _, h := range c.msgs {
-			add(h.m)
+		for seq, h := range c.msgs {
+			add(seq, h)
 		}
 	}
 	return n
@@ -286,20 +282,12 @@ func (s *state) view(name string, withMessages bool) (TopicView, bool) {
 	}
 	v := TopicView{Name: name, Replicas: t.replicas, Paused: t.paused, Depth: len(t.backlog), Policies: t.policies}
 	if withMessages {
-		v.Backlog = make([]Message, 0, len(t.backlog))
-		for _, m := range t.backlog {
-			v.Backlog = append(v.Backlog, Message{ID: wireID(m.seq), Body: m.body, Timestamp: m.ts})
-		}
-		sortMessages(v.Backlog)
+		v.Backlog = messagesOf(t.backlog)
 	}
 	for name, c := range t.channels {
 		cv := ChannelView{Name: name, Paused: c.paused, Depth: len(c.msgs), Policies: c.policies}
 		if withMessages {
-			cv.Messages = make([]Message, 0, len(c.msgs))
-			for _, h := range c.msgs {
-				cv.Messages = append(cv.Messages, Message{ID: wireID(h.m.seq), Body: h.m.body, Timestamp: h.m.ts, Due: h.due})
-			}
-			sortMessages(cv.Messages)
+			cv.Messages = messagesOf(c.msgs)
 		}
 		v.Channels = append(v.Channels, cv)
 	}
@@ -307,9 +295,14 @@ func (s *state) view(name string, withMessages bool) (TopicView, bool) {
 	return v, true
 }
 
-// sortMessages orders by ID, which is publication order.
-func sortMessages(ms []Message) {
+// messagesOf lists held messages in publication order (by ID).
+func messagesOf(held map[uint64]holding) []Message {
+	ms := make([]Message, 0, len(held))
+	for seq, h := range held {
+		ms = append(ms, Message{ID: wireID(seq), Body: h.body, Timestamp: h.ts, Due: h.due})
+	}
 	slices.SortFunc(ms, func(a, b Message) int { return slices.Compare(a.ID[:], b.ID[:]) })
+	return ms
 }
 
 func (s *state) topicNames() []string {

@@ -52,13 +52,13 @@ func (c *client) auth(_ [][]byte, body []byte) ([]byte, error) {
 	if c.authz.get().HasAuthorizations() {
 		return nil, wire.NewFatalClientErr("E_INVALID", "AUTH already set")
 	}
-	if !c.n.authEnabled() {
+	if !c.d.authEnabled() {
 		return nil, wire.NewFatalClientErr("E_AUTH_DISABLED", "AUTH disabled")
 	}
 	secret := string(body)
 	st, err := c.queryAuth(secret)
 	if err != nil {
-		c.n.log.Warn("AUTH failed", "client", c.remoteAddr, "err", err)
+		c.d.logger().Warn("AUTH failed", "client", c.remoteAddr, "err", err)
 		return nil, wire.NewFatalClientErr("E_AUTH_FAILED", "AUTH failed")
 	}
 	c.authz.set(secret, st)
@@ -88,14 +88,14 @@ func (c *client) queryAuth(secret string) (*auth.State, error) {
 			req.CommonName = st.PeerCertificates[0].Subject.CommonName
 		}
 	}
-	return c.n.authClient.Query(c.n.ctx, req)
+	return c.d.queryAuth(c.d.lifetime(), req)
 }
 
 // checkAuth is NSQ's CheckAuth: with auth enabled, cmd on topic (and
 // channel, "" for publishing) needs a successful AUTH whose answer, asked
 // again after its TTL, allows it.
 func (c *client) checkAuth(cmd, topic, channel string) error {
-	if !c.n.authEnabled() {
+	if !c.d.authEnabled() {
 		return nil
 	}
 	st := c.authz.get()
@@ -108,7 +108,7 @@ func (c *client) checkAuth(cmd, topic, channel string) error {
 		c.authz.mu.Unlock()
 		fresh, err := c.queryAuth(secret)
 		if err != nil {
-			c.n.log.Warn("AUTH failed", "client", c.remoteAddr, "err", err)
+			c.d.logger().Warn("AUTH failed", "client", c.remoteAddr, "err", err)
 			return wire.NewFatalClientErr("E_AUTH_FAILED", "AUTH failed")
 		}
 		c.authz.set(secret, fresh)

@@ -31,7 +31,8 @@ const (
 // heartbeats by a runtime timer, so an idle connection has one goroutine.
 type client struct {
 	id     int64
-	n      *NSQD
+	d      clientDaemon
+	lim    *clientLimits // d's, kept at hand
 	conn   net.Conn
 	reader *bufio.Reader
 	// paramBuf holds the parameters of a command with a body while the body
@@ -95,15 +96,17 @@ type client struct {
 	authz clientAuth // AUTH state (auth.go)
 }
 
-func newClient(id int64, n *NSQD, conn net.Conn) *client {
+func newClient(id int64, d clientDaemon, conn net.Conn) *client {
 	host := conn.RemoteAddr().String()
 	if h, _, err := net.SplitHostPort(host); err == nil {
 		host = h
 	}
-	sock := newStallConn(conn, n.opts.ClientTimeout/2)
+	lim := d.clientLimits()
+	sock := newStallConn(conn, lim.ClientTimeout/2)
 	c := &client{
 		id:                id,
-		n:                 n,
+		d:                 d,
+		lim:               lim,
 		conn:              conn,
 		sock:              sock,
 		reader:            bufio.NewReaderSize(conn, readBufferSize),
@@ -112,10 +115,10 @@ func newClient(id int64, n *NSQD, conn net.Conn) *client {
 		connectTS:         time.Now(),
 		clientID:          host,
 		hostname:          host,
-		heartbeatInterval: n.opts.ClientTimeout / 2,
-		msgTimeout:        n.opts.MsgTimeout,
+		heartbeatInterval: lim.ClientTimeout / 2,
+		msgTimeout:        lim.MsgTimeout,
 		outputBufferSize:  defaultOutputBufferLen,
-		outputBufTimeout:  n.opts.OutputBufferTimeout,
+		outputBufTimeout:  lim.OutputBufferTimeout,
 	}
 	c.publishIdentity()
 	return c
@@ -128,7 +131,7 @@ func (c *client) ID() int64 { return c.id }
 // close and cleans up.
 func (c *client) fail(err error) {
 	if !c.closed.Load() {
-		c.n.log.Debug("client write failed", "client", c.remoteAddr, "err", err)
+		c.d.logger().Debug("client write failed", "client", c.remoteAddr, "err", err)
 	}
 	c.close()
 }
@@ -160,7 +163,7 @@ func (c *client) recordPub(topic string, n int) {
 	c.pubMu.Lock()
 	if c.pubCounts == nil {
 		c.pubCounts = make(map[string]uint64)
-		c.n.addProducer(c)
+		c.d.addProducer(c)
 	}
 	c.pubCounts[topic] += uint64(n)
 	c.pubMu.Unlock()

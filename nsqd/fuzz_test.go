@@ -402,7 +402,7 @@ func FuzzIdentify(f *testing.F) {
 	} {
 		f.Add([]byte(s))
 	}
-	o := NewOptions()
+	o := newClientLimits(NewOptions())
 	f.Fuzz(func(t *testing.T, js []byte) {
 		var req identifyRequest
 		if json.Unmarshal(js, &req) != nil {

@@ -58,7 +58,7 @@ type identifySettings struct {
 }
 
 // validateIdentify turns a request into settings or an error reason.
-func validateIdentify(req *identifyRequest, o *Options) (identifySettings, error) {
+func validateIdentify(req *identifyRequest, o *clientLimits) (identifySettings, error) {
 	s := identifySettings{
 		heartbeat:     o.ClientTimeout / 2,
 		outputBufSize: defaultOutputBufferLen,
@@ -132,7 +132,7 @@ func (c *client) identify(_ [][]byte, body []byte) ([]byte, error) {
 	if err := json.Unmarshal(body, &req); err != nil {
 		return nil, wire.NewFatalClientErr("E_BAD_BODY", "IDENTIFY failed to decode JSON body")
 	}
-	s, err := validateIdentify(&req, c.n.opts)
+	s, err := validateIdentify(&req, c.lim)
 	if err != nil {
 		return nil, wire.NewFatalClientErr("E_BAD_BODY", "IDENTIFY %s", err)
 	}
@@ -163,21 +163,21 @@ func (c *client) identify(_ [][]byte, body []byte) ([]byte, error) {
 		return nil, wire.NewFatalClientErr("E_IDENTIFY_FAILED", "cannot enable both deflate and snappy compression")
 	}
 	resp, err := json.Marshal(identifyResponse{
-		MaxRdyCount:         c.n.opts.MaxRdyCount,
+		MaxRdyCount:         c.lim.MaxRdyCount,
 		Version:             version.Version,
-		MaxMsgTimeout:       c.n.opts.MaxMsgTimeout.Milliseconds(),
+		MaxMsgTimeout:       c.lim.MaxMsgTimeout.Milliseconds(),
 		MsgTimeout:          c.msgTimeout.Milliseconds(),
 		TLSv1:               f.tls,
 		Deflate:             f.deflate,
 		DeflateLevel:        s.deflateLevel,
-		MaxDeflateLevel:     c.n.opts.MaxDeflateLevel,
+		MaxDeflateLevel:     c.lim.MaxDeflateLevel,
 		Snappy:              f.snappy,
 		SampleRate:          c.sampleRate,
-		AuthRequired:        c.n.authEnabled(),
+		AuthRequired:        c.d.authEnabled(),
 		OutputBufferSize:    c.outputBufferSize,
 		OutputBufferTimeout: c.outputBufTimeout.Milliseconds(),
-		TopologyRegion:      c.n.opts.TopologyRegion,
-		TopologyZone:        c.n.opts.TopologyZone,
+		TopologyRegion:      c.lim.TopologyRegion,
+		TopologyZone:        c.lim.TopologyZone,
 	})
 	if err != nil {
 		return nil, wire.NewFatalClientErr("E_IDENTIFY_FAILED", "IDENTIFY failed %s", err)

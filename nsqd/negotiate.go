@@ -79,7 +79,7 @@ func (c *client) negotiate(reply []byte, f features) error {
 		return identifyFailed(err)
 	}
 	if f.tls {
-		c.n.log.Debug("upgrading connection to TLS", "client", c.remoteAddr)
+		c.d.logger().Debug("upgrading connection to TLS", "client", c.remoteAddr)
 		if err := c.upgradeTLSLocked(); err != nil {
 			return identifyFailed(err)
 		}
@@ -88,14 +88,14 @@ func (c *client) negotiate(reply []byte, f features) error {
 		}
 	}
 	if f.snappy {
-		c.n.log.Debug("upgrading connection to snappy", "client", c.remoteAddr)
+		c.d.logger().Debug("upgrading connection to snappy", "client", c.remoteAddr)
 		c.upgradeCompressionLocked(compressSnappy, &snappyReader{src: c.upgradeSource()}, &snappyWriter{dst: c.baseStream()})
 		if err := c.sendLocked(wire.FrameTypeResponse, wire.OK); err != nil {
 			return identifyFailed(err)
 		}
 	}
 	if f.deflate {
-		c.n.log.Debug("upgrading connection to deflate", "client", c.remoteAddr, "level", f.deflateLevel)
+		c.d.logger().Debug("upgrading connection to deflate", "client", c.remoteAddr, "level", f.deflateLevel)
 		c.upgradeCompressionLocked(compressDeflate, newDeflateReader(c.upgradeSource()), &deflateWriter{dst: c.baseStream(), level: f.deflateLevel})
 		if err := c.sendLocked(wire.FrameTypeResponse, wire.OK); err != nil {
 			return identifyFailed(err)
@@ -114,7 +114,7 @@ func (c *client) upgradeTLSLocked() error {
 	if pre := c.unreadBytes(); len(pre) > 0 {
 		conn = &prefixConn{Conn: c.sock, pre: pre}
 	}
-	tc := tls.Server(conn, c.n.tlsConfig)
+	tc := tls.Server(conn, c.d.serverTLS())
 	_ = c.conn.SetDeadline(time.Now().Add(tlsHandshakeTimeout))
 	err := tc.Handshake()
 	_ = c.conn.SetDeadline(time.Time{})
@@ -217,9 +217,9 @@ func (p *prefixConn) Read(b []byte) (int, error) {
 // what the options allow and the connection does not have yet (a second
 // IDENTIFY cannot stack another TLS or compression layer).
 func (c *client) offeredFeatures(req *identifyRequest, deflateLevel int) features {
-	o := c.n.opts
+	o := c.lim
 	return features{
-		tls:          req.TLSv1 && c.n.tlsConfig != nil && c.tr.tlsConn == nil,
+		tls:          req.TLSv1 && c.d.serverTLS() != nil && c.tr.tlsConn == nil,
 		snappy:       req.Snappy && o.SnappyEnabled && c.tr.comp == nil,
 		deflate:      req.Deflate && o.DeflateEnabled && c.tr.comp == nil,
 		deflateLevel: deflateLevel,

@@ -32,6 +32,7 @@ type NSQD struct {
 	qcfg      *queueConfig
 	lookup    *lookuppeer.Manager // nil until Start
 	repl      *replication.Node   // nil unless --cluster-address; set in Start
+	limits    *clientLimits       // what connections are held to (client_daemon.go)
 	guard     *memoryGuard
 	ids       *idGenerator
 	startTime time.Time
@@ -111,6 +112,7 @@ func New(opts *Options) (*NSQD, error) {
 	if err := n.setupTLS(); err != nil {
 		return nil, err
 	}
+	n.limits = newClientLimits(opts) // after setupTLS, which may require TLS
 	if len(opts.AuthHTTPAddresses) > 0 {
 		n.authClient = auth.NewClient(opts.AuthHTTPAddresses, n.clientTLSConfig,
 			opts.HTTPClientConnectTimeout, opts.HTTPClientRequestTimeout)

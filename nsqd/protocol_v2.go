@@ -70,20 +70,20 @@ type commandSpec struct {
 	// oneMessage: the body is a single message ("message body", "message
 	// too big" in errors), not a body of parts or JSON.
 	oneMessage bool
-	bodyCode   string                 // error code for body problems
-	failCode   string                 // error code when the daemon cannot take the body now
-	limit      func(o *Options) int64 // max body (or message) size
+	bodyCode   string                      // error code for body problems
+	failCode   string                      // error code when the daemon cannot take the body now
+	limit      func(l *clientLimits) int64 // max body (or message) size
 	// arriving, if set, checks a body of the given size as it arrives.
 	arriving func(c *client, size int) bodyCheck
 	run      func(c *client, params [][]byte, body []byte) ([]byte, error)
-	// runFailCode, if set, turns an error from run into a non-fatal
-	// "<code> <CMD> <param> failed <err>" (FIN, REQ, TOUCH); otherwise run
-	// returns protocol errors itself.
+	// runFailCode, if set, turns an error from run that is not already a
+	// protocol error into a non-fatal "<code> <CMD> <param> failed <err>"
+	// (FIN, REQ, TOUCH).
 	runFailCode string
 }
 
-func maxMsgSize(o *Options) int64  { return o.MaxMsgSize }
-func maxBodySize(o *Options) int64 { return o.MaxBodySize }
+func maxMsgSize(l *clientLimits) int64  { return l.MaxMsgSize }
+func maxBodySize(l *clientLimits) int64 { return l.MaxBodySize }
 
 // commands is the protocol V2 table (PROTOCOL.md §D.3).
 var commands = map[string]*commandSpec{
@@ -126,7 +126,7 @@ func (c *client) ioLoop() {
 			if errors.Is(err, bufio.ErrBufferFull) {
 				c.sendError(wire.NewFatalClientErr("E_INVALID", "command line too long (limit %d bytes)", readBufferSize))
 			} else if !errors.Is(err, io.EOF) && !c.closed.Load() {
-				c.n.log.Debug("client read failed", "client", c.remoteAddr, "err", err)
+				c.d.logger().Debug("client read failed", "client", c.remoteAddr, "err", err)
 			}
 			return
 		}
@@ -201,7 +201,7 @@ func (c *client) sendError(err error) {
 	default:
 		text = "E_INVALID " + err.Error()
 	}
-	c.n.log.Debug("client error", "client", c.remoteAddr, "err", text)
+	c.d.logger().Debug("client error", "client", c.remoteAddr, "err", text)
 	_ = c.sendFrame(wire.FrameTypeError, []byte(text))
 }
 
@@ -251,7 +251,7 @@ func (c *client) exec(params [][]byte) ([]byte, error) {
 		}
 	}
 	resp, err := spec.run(c, params, body)
-	if err != nil && spec.runFailCode != "" {
+	if err != nil && spec.runFailCode != "" && !isClientErr(err) && !isFatalClientErr(err) {
 		return nil, wire.NewClientErr(spec.runFailCode, "%s %s failed %s", name, params[1], err)
 	}
 	return resp, err
@@ -289,7 +289,7 @@ func (c *client) detachParams(params [][]byte) {
 // limit into a buffer of exactly n bytes (it may become a message body,
 // shared and retained), which grows as the bytes arrive (body.go).
 func (c *client) readSizedBody(spec *commandSpec) ([]byte, error) {
-	cmd, code, limit := spec.name, spec.bodyCode, spec.limit(c.n.opts)
+	cmd, code, limit := spec.name, spec.bodyCode, spec.limit(c.lim)
 	what := "body"
 	if spec.oneMessage {
 		what = "message body"
@@ -311,7 +311,7 @@ func (c *client) readSizedBody(spec *commandSpec) ([]byte, error) {
 	if spec.arriving != nil {
 		check = spec.arriving(c, int(size))
 	}
-	body, err := readBody(c.n.ctx, c.reader, int64(size), limit, c.n.guard.bodies, check)
+	body, err := readBody(c.d.lifetime(), c.reader, int64(size), limit, c.d.unfinishedBodies(), check)
 	switch {
 	case err == nil:
 		return body, nil
@@ -338,7 +338,7 @@ func checkDPUB(c *client, params [][]byte) error {
 	if err != nil {
 		return wire.NewFatalClientErr("E_INVALID", "DPUB could not parse timeout %s", params[2])
 	}
-	max := c.n.opts.deferTimeoutLimit().Milliseconds()
+	max := c.lim.MaxDeferTimeout.Milliseconds()
 	if ms < 0 || ms > max {
 		return wire.NewFatalClientErr("E_INVALID", "DPUB timeout %d out of range 0-%d", ms, max)
 	}
@@ -366,8 +366,8 @@ func (c *client) ready(params [][]byte, _ []byte) ([]byte, error) {
 		}
 		count = n
 	}
-	if count < 0 || count > c.n.opts.MaxRdyCount {
-		return nil, wire.NewFatalClientErr("E_INVALID", "RDY count %d out of range 0-%d", count, c.n.opts.MaxRdyCount)
+	if count < 0 || count > c.lim.MaxRdyCount {
+		return nil, wire.NewFatalClientErr("E_INVALID", "RDY count %d out of range 0-%d", count, c.lim.MaxRdyCount)
 	}
 	sub, _, _ := c.subscription()
 	sub.SetReady(count)
@@ -385,9 +385,9 @@ func (c *client) requeue(params [][]byte, _ []byte) ([]byte, error) {
 		return nil, wire.NewFatalClientErr("E_INVALID", "REQ could not parse timeout %s", params[2])
 	}
 	delay := time.Duration(ms) * time.Millisecond
-	if limit := c.n.opts.MaxReqTimeout; delay > limit || delay < 0 {
+	if limit := c.lim.MaxReqTimeout; delay > limit || delay < 0 {
 		clamped := min(max(delay, 0), limit)
-		c.n.log.Debug("REQ timeout out of range, clamped", "client", c.remoteAddr, "requested", delay, "clamped", clamped)
+		c.d.logger().Debug("REQ timeout out of range, clamped", "client", c.remoteAddr, "requested", delay, "clamped", clamped)
 		delay = clamped
 	}
 	sub, _, _ := c.subscription()
@@ -422,8 +422,8 @@ func checkSUB(c *client, params [][]byte) error {
 
 func (c *client) subscribe(params [][]byte, _ []byte) ([]byte, error) {
 	topicName, channelName := string(params[1]), string(params[2])
-	if r := c.n.replicatedTopic(topicName); r != nil {
-		if err := c.n.replicatedSubscribe(r, topicName, channelName); err != nil {
+	if r := c.d.replicatedTopic(topicName); r != nil {
+		if err := c.d.replicatedSubscribe(r, topicName, channelName); err != nil {
 			return nil, wire.NewFatalClientErr("E_SUB_FAILED", "SUB failed %s", err)
 		}
 	}
@@ -436,11 +436,11 @@ func (c *client) subscribe(params [][]byte, _ []byte) ([]byte, error) {
 		if i > 1 {
 			time.Sleep(time.Duration(i) * time.Millisecond)
 		}
-		t, err := c.n.GetTopic(topicName)
+		t, err := c.d.GetTopic(topicName)
 		if err != nil {
 			return nil, wire.NewFatalClientErr("E_SUB_FAILED", "SUB failed %s", err)
 		}
-		if err := c.n.refuseNewChannel(t, channelName); err != nil {
+		if err := c.d.refuseNewChannel(t, channelName); err != nil {
 			return nil, wire.NewFatalClientErr("E_SUB_FAILED", "SUB failed %s", err)
 		}
 		ch, err := t.GetChannel(channelName)
@@ -448,15 +448,15 @@ func (c *client) subscribe(params [][]byte, _ []byte) ([]byte, error) {
 			lastErr = err
 			continue
 		}
-		sub, err := ch.Subscribe(c, c.msgTimeout, c.sampleRate, c.n.opts.MaxChannelConsumers)
+		sub, err := ch.Subscribe(c, c.msgTimeout, c.sampleRate, c.lim.MaxChannelConsumers)
 		if errors.Is(err, errTooManySubs) {
-			return nil, wire.NewFatalClientErr("E_SUB_FAILED", "SUB failed channel consumers for %s:%s exceeds limit of %d", topicName, channelName, c.n.opts.MaxChannelConsumers)
+			return nil, wire.NewFatalClientErr("E_SUB_FAILED", "SUB failed channel consumers for %s:%s exceeds limit of %d", topicName, channelName, c.lim.MaxChannelConsumers)
 		}
 		if err != nil {
 			lastErr = err
 			continue
 		}
-		c.n.placeSubscription(sub, c.topology)
+		c.d.placeSubscription(sub, c.topology)
 		c.subMu.Lock()
 		c.sub, c.topic, c.channel = sub, t, ch
 		c.subMu.Unlock()
@@ -495,25 +495,25 @@ func (c *client) publishOne(cmd, code, topicName string, body []byte, deferFor t
 }
 
 func (c *client) publish(cmd, code, topicName string, bodies [][]byte, deferFor time.Duration) ([]byte, error) {
-	if r := c.n.replicatedTopic(topicName); r != nil {
-		if err := c.n.publishReplicated(c.n.ctx, r, topicName, bodies, deferFor); err != nil {
+	if r := c.d.replicatedTopic(topicName); r != nil {
+		if err := c.d.publishReplicated(c.d.lifetime(), r, topicName, bodies, deferFor); err != nil {
 			return nil, wire.NewFatalClientErr(code, "%s failed %s", cmd, err)
 		}
 		c.recordPub(topicName, len(bodies))
 		return wire.OK, nil
 	}
 	for i := 0; ; i++ {
-		t, err := c.n.GetTopic(topicName)
+		t, err := c.d.GetTopic(topicName)
 		if err != nil {
 			return nil, wire.NewFatalClientErr(code, "%s failed %s", cmd, err)
 		}
-		err = c.n.publish(t, bodies, deferFor)
+		err = c.d.publish(t, bodies, deferFor)
 		if err == nil {
 			break
 		}
 		// An ephemeral topic retired by the departure of its last channel
 		// refuses messages until it is deleted; publish to its successor.
-		if errors.Is(err, errExiting) && t.ephemeral && !c.n.exiting() && i < 5 {
+		if errors.Is(err, errExiting) && t.ephemeral && !c.d.exiting() && i < 5 {
 			time.Sleep(time.Duration(i) * time.Millisecond)
 			continue
 		}
@@ -524,7 +524,7 @@ func (c *client) publish(cmd, code, topicName string, bodies [][]byte, deferFor 
 }
 
 func (c *client) mpubLimits() bodyLimits {
-	return bodyLimits{c.n.opts.MaxBodySize, c.n.opts.MaxMsgSize}
+	return bodyLimits{c.lim.MaxBodySize, c.lim.MaxMsgSize}
 }
 
 // mpubArriving checks an MPUB body's part headers as they arrive, with

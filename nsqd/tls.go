@@ -100,7 +100,7 @@ func (n *NSQD) setupTLS() error {
 // tlsRequiredErr refuses a TCP command before the TLS upgrade when TLS is
 // required (IDENTIFY, which negotiates it, is always allowed).
 func (c *client) tlsRequiredErr(cmd []byte) error {
-	if c.n.opts.TLSRequired == TLSNotRequired || c.tr.tlsState.Load() != nil || string(cmd) == "IDENTIFY" {
+	if c.lim.TLSRequired == TLSNotRequired || c.tr.tlsState.Load() != nil || string(cmd) == "IDENTIFY" {
 		return nil
 	}
 	return wire.NewFatalClientErr("E_INVALID", "cannot %s in current state (TLS required)", cmd)

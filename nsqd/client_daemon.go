@@ -1,0 +1,99 @@
+package nsqd
+
+import (
+	"context"
+	"crypto/tls"
+	"log/slog"
+	"time"
+
+	"github.com/nsqgo/nsq/internal/auth"
+	"github.com/nsqgo/nsq/internal/replication"
+)
+
+// clientDaemon is what a connection needs from its daemon, and all it can
+// reach: *NSQD is the one implementation. A connection never reads the
+// daemon's options; it gets the limits it is held to once, in
+// clientLimits.
+type clientDaemon interface {
+	clientLimits() *clientLimits
+	logger() *slog.Logger
+	// lifetime ends when the daemon shuts down.
+	lifetime() context.Context
+	exiting() bool
+
+	GetTopic(name string) (*Topic, error)
+	publish(t *Topic, bodies [][]byte, deferFor time.Duration) error
+	refuseNewChannel(t *Topic, channel string) error
+	placeSubscription(sub *Subscription, client topology)
+	addProducer(c *client)
+
+	replicatedTopic(name string) *replication.Node
+	publishReplicated(ctx context.Context, r *replication.Node, topic string, bodies [][]byte, deferFor time.Duration) error
+	replicatedSubscribe(r *replication.Node, topic, channel string) error
+
+	authEnabled() bool
+	queryAuth(ctx context.Context, req auth.Request) (*auth.State, error)
+	serverTLS() *tls.Config // nil without a certificate
+	unfinishedBodies() *bodyBudget
+}
+
+// clientLimits is every option a connection is held to, copied from the
+// daemon's options when the daemon is made: it never changes under a
+// connection, and a reader finds here all that a client may do.
+type clientLimits struct {
+	ClientTimeout          time.Duration
+	MsgTimeout             time.Duration
+	MaxMsgTimeout          time.Duration
+	MaxReqTimeout          time.Duration
+	MaxDeferTimeout        time.Duration
+	MaxHeartbeatInterval   time.Duration
+	OutputBufferTimeout    time.Duration
+	MinOutputBufferTimeout time.Duration
+	MaxOutputBufferTimeout time.Duration
+	MaxOutputBufferSize    int64
+	MaxRdyCount            int64
+	MaxMsgSize             int64
+	MaxBodySize            int64
+	MaxChannelConsumers    int
+	MaxDeflateLevel        int
+	SnappyEnabled          bool
+	DeflateEnabled         bool
+	TLSRequired            int
+	TopologyRegion         string
+	TopologyZone           string
+}
+
+func newClientLimits(o *Options) *clientLimits {
+	return &clientLimits{
+		ClientTimeout:          o.ClientTimeout,
+		MsgTimeout:             o.MsgTimeout,
+		MaxMsgTimeout:          o.MaxMsgTimeout,
+		MaxReqTimeout:          o.MaxReqTimeout,
+		MaxDeferTimeout:        o.deferTimeoutLimit(),
+		MaxHeartbeatInterval:   o.MaxHeartbeatInterval,
+		OutputBufferTimeout:    o.OutputBufferTimeout,
+		MinOutputBufferTimeout: o.MinOutputBufferTimeout,
+		MaxOutputBufferTimeout: o.MaxOutputBufferTimeout,
+		MaxOutputBufferSize:    o.MaxOutputBufferSize,
+		MaxRdyCount:            o.MaxRdyCount,
+		MaxMsgSize:             o.MaxMsgSize,
+		MaxBodySize:            o.MaxBodySize,
+		MaxChannelConsumers:    o.MaxChannelConsumers,
+		MaxDeflateLevel:        o.MaxDeflateLevel,
+		SnappyEnabled:          o.SnappyEnabled,
+		DeflateEnabled:         o.DeflateEnabled,
+		TLSRequired:            o.TLSRequired,
+		TopologyRegion:         o.TopologyRegion,
+		TopologyZone:           o.TopologyZone,
+	}
+}
+
+func (n *NSQD) clientLimits() *clientLimits   { return n.limits }
+func (n *NSQD) logger() *slog.Logger          { return n.log }
+func (n *NSQD) lifetime() context.Context     { return n.ctx }
+func (n *NSQD) serverTLS() *tls.Config        { return n.tlsConfig }
+func (n *NSQD) unfinishedBodies() *bodyBudget { return n.guard.bodies }
+
+func (n *NSQD) queryAuth(ctx context.Context, req auth.Request) (*auth.State, error) {
+	return n.authClient.Query(ctx, req)
+}

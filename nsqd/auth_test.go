@@ -13,6 +13,9 @@ import (
 	"time"
 
 	"github.com/nsqio/go-nsq"
+
+	"github.com/nsqgo/nsq/internal/testutil"
+	"github.com/nsqgo/nsq/internal/wire"
 )
 
 // authServer is an httptest NSQ auth server that counts its queries.
@@ -145,7 +148,7 @@ func testAuthAllowed(t *testing.T, method string) {
 	if err := p.Publish("pubonly", []byte("x")); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "messages", 10*time.Second, func() bool { return s.has([]string{"pub", "mpub1", "mpub2", "dpub"}) })
+	testutil.WaitFor(t, "messages", 10*time.Second, func() bool { return s.has([]string{"pub", "mpub1", "mpub2", "dpub"}) })
 
 	if got := as.lastMethod(); !strings.EqualFold(got, method) {
 		t.Errorf("auth server asked with %s, want %s", got, method)
@@ -302,20 +305,15 @@ func TestAuthTTL(t *testing.T) {
 		t.Fatalf("%d queries within the TTL, want 1", as.hits())
 	}
 	// Publish until the answer expires and the re-query revokes it.
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	var data string
+	testutil.WaitFor(t, "a re-query after the 1 s TTL to refuse PUB", 5*time.Second, func() bool {
 		c.send("PUB allowed", []byte("x"))
-		typ, data := c.frame()
-		if typ == 1 {
-			if want := `E_UNAUTHORIZED AUTH failed for PUB on "allowed" ""`; data != want {
-				t.Fatalf("after TTL: %q, want %q", data, want)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no re-query within 5 s of a 1 s TTL")
-		}
-		time.Sleep(20 * time.Millisecond)
+		typ, got := c.frame()
+		data = got
+		return typ == wire.FrameTypeError
+	})
+	if want := `E_UNAUTHORIZED AUTH failed for PUB on "allowed" ""`; data != want {
+		t.Fatalf("after TTL: %q, want %q", data, want)
 	}
 	if as.hits() != 2 {
 		t.Errorf("%d queries, want 2", as.hits())
@@ -326,20 +324,14 @@ func TestAuthTTL(t *testing.T) {
 	c.send("AUTH", []byte("s"))
 	c.frame()
 	as.Close()
-	deadline = time.Now().Add(5 * time.Second)
-	for {
+	testutil.WaitFor(t, "a re-query after the 1 s TTL to fail", 5*time.Second, func() bool {
 		c.send("PUB elsewhere", []byte("x"))
-		typ, data := c.frame()
-		if typ == 1 {
-			if data != "E_AUTH_FAILED AUTH failed" {
-				t.Fatalf("re-query with the server down: %q", data)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no re-query within 5 s of a 1 s TTL")
-		}
-		time.Sleep(20 * time.Millisecond)
+		typ, got := c.frame()
+		data = got
+		return typ == wire.FrameTypeError
+	})
+	if data != "E_AUTH_FAILED AUTH failed" {
+		t.Fatalf("re-query with the server down: %q", data)
 	}
 }
 

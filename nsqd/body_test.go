@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nsqgo/nsq/internal/testutil"
 )
 
 // startDaemonWith is startDaemon with a chance to adjust the daemon
@@ -50,7 +52,7 @@ func TestDeclaredBodiesAllocateNothingUntilSent(t *testing.T) {
 		c := dialRaw(t, d.tcp)
 		c.write(v2Cat(v2Line(commands[i%len(commands)]), v2Int(size)))
 	}
-	waitFor(t, "every idle connection to wait for its body", 10*time.Second, func() bool {
+	testutil.WaitFor(t, "every idle connection to wait for its body", 10*time.Second, func() bool {
 		return d.guard.bodies.count.Load() == idle
 	})
 	if grew := int64(liveHeap()) - int64(before); grew > 64<<20 {
@@ -77,7 +79,7 @@ func TestPartialBodyHoldsWhatArrived(t *testing.T) {
 	d := startDaemon(t, o)
 	c := dialRaw(t, d.tcp)
 	c.write(v2Cat(v2Line("PUB partial"), v2Int(size), make([]byte, sent)))
-	waitFor(t, "the sent part to be read", 10*time.Second, func() bool {
+	testutil.WaitFor(t, "the sent part to be read", 10*time.Second, func() bool {
 		return d.guard.bodies.held.Load() >= sent
 	})
 	if held := d.guard.bodies.held.Load(); held > 2*sent+bodyChunk {
@@ -87,7 +89,7 @@ func TestPartialBodyHoldsWhatArrived(t *testing.T) {
 		t.Fatalf("memory info %+v", info)
 	}
 	c.conn.Close()
-	waitFor(t, "the abandoned body to be released", 10*time.Second, func() bool {
+	testutil.WaitFor(t, "the abandoned body to be released", 10*time.Second, func() bool {
 		return d.guard.bodies.held.Load() == 0 && d.guard.bodies.count.Load() == 0
 	})
 }
@@ -111,7 +113,7 @@ func TestUnfinishedBodyBudget(t *testing.T) {
 	for range budget / body {
 		hogs = append(hogs, hog())
 	}
-	waitFor(t, "the hogs to fill the budget", 10*time.Second, func() bool {
+	testutil.WaitFor(t, "the hogs to fill the budget", 10*time.Second, func() bool {
 		return d.guard.bodies.held.Load() == budget
 	})
 
@@ -140,7 +142,7 @@ func TestUnfinishedBodyBudget(t *testing.T) {
 	}
 
 	hogs[0].conn.Close()
-	waitFor(t, "the closed hog's bytes to be released", 10*time.Second, func() bool {
+	testutil.WaitFor(t, "the closed hog's bytes to be released", 10*time.Second, func() bool {
 		return d.guard.bodies.held.Load() <= budget-body
 	})
 	if code, msg := d.do("POST", "/pub?topic=others", strings.Repeat("x", 100<<10)); code != http.StatusOK {

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nsqgo/nsq/internal/testutil"
 )
 
 func TestLocalityOf(t *testing.T) {
@@ -121,7 +123,7 @@ func TestZoneAwareDelivery(t *testing.T) {
 	publish := func(n int, want map[string]int64) {
 		t.Helper()
 		d.mustDo("POST", "/mpub?topic=topo", strings.Repeat("m\n", n), 200)
-		waitFor(t, fmt.Sprintf("in flight %v", want), 10*time.Second, func() bool {
+		testutil.WaitFor(t, fmt.Sprintf("in flight %v", want), 10*time.Second, func() bool {
 			return fmt.Sprint(inFlight()) == fmt.Sprint(want)
 		})
 	}
@@ -152,7 +154,7 @@ func TestZoneAwareDeliveryOff(t *testing.T) {
 	}
 	waitReady(t, d, "topo", "ch", 3)
 	d.mustDo("POST", "/mpub?topic=topo", strings.Repeat("m\n", 30), 200)
-	waitFor(t, "30 in flight", 10*time.Second, func() bool {
+	testutil.WaitFor(t, "30 in flight", 10*time.Second, func() bool {
 		cs, _ := d.channelStats("topo", "ch")
 		return cs.InFlightCount == 30
 	})

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/nsqio/go-nsq"
+
+	"github.com/nsqgo/nsq/internal/testutil"
 )
 
 // delivery is one message as a handler saw it.
@@ -108,7 +110,7 @@ func (r *recorder) exactlyOnce(t *testing.T, want [][]byte) {
 func waitChannel(t *testing.T, d *testDaemon, topic, channel, what string, cond func(ChannelStats) bool) ChannelStats {
 	t.Helper()
 	var cs ChannelStats
-	waitFor(t, fmt.Sprintf("%s/%s: %s", topic, channel, what), 10*time.Second, func() bool {
+	testutil.WaitFor(t, fmt.Sprintf("%s/%s: %s", topic, channel, what), 10*time.Second, func() bool {
 		var ok bool
 		cs, ok = coreChannel(d, topic, channel)
 		return ok && cond(cs)
@@ -201,7 +203,7 @@ func TestDPUB(t *testing.T) {
 	if err := p.Publish("dp", []byte("now")); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "2 deliveries", 10*time.Second, func() bool { return rec.total() >= 2 })
+	testutil.WaitFor(t, "2 deliveries", 10*time.Second, func() bool { return rec.total() >= 2 })
 	got := rec.deliveries()
 	if got[0].body != "now" || got[1].body != "soon" {
 		t.Fatalf("deliveries %+v, want now then soon", got)
@@ -226,7 +228,7 @@ func TestDPUB(t *testing.T) {
 	}
 	rec2 := newRecorder()
 	rec2.consume(t, d.tcp, "dp2", "ch", nil, 0)
-	waitFor(t, "the deferred message", 10*time.Second, func() bool { return rec2.total() == 1 })
+	testutil.WaitFor(t, "the deferred message", 10*time.Second, func() bool { return rec2.total() == 1 })
 	if el := rec2.deliveries()[0].at.Sub(pubAt); el < delay {
 		t.Fatalf("DPUB before channel delivered after %s", el)
 	}
@@ -344,7 +346,7 @@ func TestTOUCH(t *testing.T) {
 		if el := time.Since(pubAt); !touching.Load() || el < o.MaxMsgTimeout {
 			t.Fatalf("timed out after %s (still touching: %v), want at max-msg-timeout %s despite TOUCH", el, touching.Load(), o.MaxMsgTimeout)
 		}
-		waitFor(t, "redelivery", 10*time.Second, func() bool { return rec.total() >= 2 })
+		testutil.WaitFor(t, "redelivery", 10*time.Second, func() bool { return rec.total() >= 2 })
 		if got := rec.deliveries(); got[1].attempts != 2 {
 			t.Fatalf("deliveries %+v", got)
 		}
@@ -392,7 +394,7 @@ func TestTimeoutRedelivery(t *testing.T) {
 	if err := newProducer(t, d.tcp).Publish("to2", []byte("ignored")); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "redelivery", 10*time.Second, func() bool { return rec2.total() == 2 })
+	testutil.WaitFor(t, "redelivery", 10*time.Second, func() bool { return rec2.total() == 2 })
 	got = rec2.deliveries()
 	if el := got[1].at.Sub(got[0].at); el < time.Second {
 		t.Fatalf("redelivered after %s, before the client's msg_timeout 1s", el)
@@ -524,7 +526,7 @@ func TestRDY(t *testing.T) {
 		t.Fatalf("max in flight 0 yet delivered: %+v", cs)
 	}
 	cons.ChangeMaxInFlight(5)
-	waitFor(t, "delivery after RDY 5", 10*time.Second, func() bool { return rec.total() == 5 })
+	testutil.WaitFor(t, "delivery after RDY 5", 10*time.Second, func() bool { return rec.total() == 5 })
 }
 
 // TestUnresponsiveConsumerDropped: a consumer that stops answering
@@ -571,7 +573,7 @@ func TestUnresponsiveConsumerDropped(t *testing.T) {
 	if heartbeats == 0 {
 		t.Fatal("no heartbeat before the close")
 	}
-	waitFor(t, "the held messages at the other consumer", 10*time.Second, func() bool { return rec.distinct() == 5 })
+	testutil.WaitFor(t, "the held messages at the other consumer", 10*time.Second, func() bool { return rec.distinct() == 5 })
 	for _, dl := range rec.deliveries() {
 		if !held[dl.body] || dl.attempts != 2 {
 			t.Fatalf("delivery %+v", dl)
@@ -643,7 +645,7 @@ func TestEphemeral(t *testing.T) {
 	a.conn.Close()
 	waitChannel(t, d, "dur", "e#ephemeral", "one client left", func(cs ChannelStats) bool { return cs.ClientCount == 1 })
 	b.conn.Close()
-	waitFor(t, "ephemeral channel deleted", 5*time.Second, func() bool {
+	testutil.WaitFor(t, "ephemeral channel deleted", 5*time.Second, func() bool {
 		tp, ok := d.GetExistingTopic("dur")
 		if !ok {
 			return false
@@ -661,10 +663,10 @@ func TestEphemeral(t *testing.T) {
 	if err := p.Publish("et#ephemeral", []byte("hi")); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "delivery on the ephemeral topic", 5*time.Second, func() bool { return rec.total() == 1 })
+	testutil.WaitFor(t, "delivery on the ephemeral topic", 5*time.Second, func() bool { return rec.total() == 1 })
 	cons.Stop()
 	<-cons.StopChan
-	waitFor(t, "ephemeral topic deleted", 5*time.Second, func() bool {
+	testutil.WaitFor(t, "ephemeral topic deleted", 5*time.Second, func() bool {
 		_, ok := d.GetExistingTopic("et#ephemeral")
 		return !ok
 	})
@@ -673,7 +675,7 @@ func TestEphemeral(t *testing.T) {
 	c := dialV2(t, d.tcp)
 	c.sub("et2#ephemeral", "durable")
 	c.conn.Close()
-	waitFor(t, "client gone", 5*time.Second, func() bool {
+	testutil.WaitFor(t, "client gone", 5*time.Second, func() bool {
 		cs, ok := coreChannel(d, "et2#ephemeral", "durable")
 		return ok && cs.ClientCount == 0
 	})

@@ -22,6 +22,8 @@ import (
 	"time"
 
 	"github.com/nsqio/go-nsq"
+
+	"github.com/nsqgo/nsq/internal/testutil"
 )
 
 // publish sends PUB (one body) or MPUB (several) and returns the reply:
@@ -138,8 +140,8 @@ func consumeOnce(t *testing.T, d *testDaemon, topic, channel string, want []stri
 	t.Helper()
 	what := topic + "/" + channel
 	s := consumeNames(t, d, topic, channel)
-	waitFor(t, what+" consumed", 20*time.Second, func() bool { return s.hasAll(want) })
-	waitFor(t, what+" drained", 10*time.Second, func() bool {
+	testutil.WaitFor(t, what+" consumed", 20*time.Second, func() bool { return s.hasAll(want) })
+	testutil.WaitFor(t, what+" drained", 10*time.Second, func() bool {
 		cs, _ := d.channelStats(topic, channel)
 		return cs.Depth == 0 && cs.InFlightCount == 0
 	})
@@ -230,11 +232,11 @@ func TestDiskFullPublishFailsAndRecovers(t *testing.T) {
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "/ping OK after space returned", 10*time.Second, func() bool {
+	testutil.WaitFor(t, "/ping OK after space returned", 10*time.Second, func() bool {
 		code, _ := d.do("GET", "/ping", "")
 		return code == 200
 	})
-	waitFor(t, "the held backlog to reach its channel", 10*time.Second, func() bool {
+	testutil.WaitFor(t, "the held backlog to reach its channel", 10*time.Second, func() bool {
 		cs, _ := d.channelStats("held", "c")
 		return cs.Depth == int64(len(heldAcked)) && d.topicStats("held").Depth == 0
 	})
@@ -249,10 +251,10 @@ func TestDiskFullPublishFailsAndRecovers(t *testing.T) {
 
 	full := consumeNames(t, d, "full", "c")
 	held := consumeNames(t, d, "held", "c")
-	waitFor(t, "every acknowledged message", 30*time.Second, func() bool {
+	testutil.WaitFor(t, "every acknowledged message", 30*time.Second, func() bool {
 		return full.hasAll(acked) && held.hasAll(heldAcked)
 	})
-	waitFor(t, "channels to drain", 10*time.Second, func() bool {
+	testutil.WaitFor(t, "channels to drain", 10*time.Second, func() bool {
 		a, _ := d.channelStats("full", "c")
 		b, _ := d.channelStats("held", "c")
 		return a.Depth == 0 && a.InFlightCount == 0 && b.Depth == 0 && b.InFlightCount == 0
@@ -374,9 +376,9 @@ func TestFailedChannelWriteLeavesNoTrace(t *testing.T) {
 		}
 	}
 	d.mustDo("POST", "/topic/unpause?topic=b", "", 200)
-	waitFor(t, "the move to be retried", 10*time.Second, func() bool { return bad.failures.Load() >= 3 })
+	testutil.WaitFor(t, "the move to be retried", 10*time.Second, func() bool { return bad.failures.Load() >= 3 })
 	bad.fail.Store(false)
-	waitFor(t, "the backlog to reach both channels", 10*time.Second, func() bool {
+	testutil.WaitFor(t, "the backlog to reach both channels", 10*time.Second, func() bool {
 		a, _ := d.channelStats("b", "ok")
 		b, _ := d.channelStats("b", "bad")
 		return a.Depth == 300 && b.Depth == 300
@@ -402,9 +404,9 @@ func TestFailedChannelWriteLeavesNoTrace(t *testing.T) {
 	}
 	gt, _ := d.GetExistingTopic("g")
 	gt.UnPause()
-	waitFor(t, "the move to be retried", 10*time.Second, func() bool { return g.failures.Load() >= 2 })
+	testutil.WaitFor(t, "the move to be retried", 10*time.Second, func() bool { return g.failures.Load() >= 2 })
 	gt.Pause()
-	waitFor(t, "the batch to be given back", 10*time.Second, func() bool { return gt.Depth() == 50 })
+	testutil.WaitFor(t, "the batch to be given back", 10*time.Second, func() bool { return gt.Depth() == 50 })
 	g.fail.Store(false)
 	gt.UnPause()
 	consumeOnce(t, d, "g", "c", names)
@@ -500,7 +502,7 @@ func TestNoBadFilesOnSegmentRoll(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, "all 400 messages", 20*time.Second, func() bool { return s.hasAll(names) })
+	testutil.WaitFor(t, "all 400 messages", 20*time.Second, func() bool { return s.hasAll(names) })
 	s.check(t, "roll/c", names)
 	bad, err := filepath.Glob(filepath.Join(o.DataPath, "*.bad"))
 	if err != nil {
@@ -534,14 +536,14 @@ func TestBacklogReachesConsumerOfFailingChannel(t *testing.T) {
 		}
 	}
 	d.mustDo("POST", "/topic/unpause?topic=full", "", 200)
-	waitFor(t, "/stats to say why the backlog waits", 10*time.Second, func() bool {
+	testutil.WaitFor(t, "/stats to say why the backlog waits", 10*time.Second, func() bool {
 		return strings.Contains(d.topicStats("full").BacklogBlocked, "no space left")
 	})
 	if ts := d.topicStats("full"); ts.Depth != 600 {
 		t.Fatalf("topic depth %d while its backlog waits, want 600 (a batch on its way counts)", ts.Depth)
 	}
 	consumeOnce(t, d, "full", "c", names)
-	waitFor(t, "the blocked reason to clear", 10*time.Second, func() bool {
+	testutil.WaitFor(t, "the blocked reason to clear", 10*time.Second, func() bool {
 		ts := d.topicStats("full")
 		return ts.BacklogBlocked == "" && ts.Depth == 0
 	})

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nsqgo/nsq/internal/testutil"
 )
 
 // Issue 16 item 5: a full disk stays full after consumers catch up. With
@@ -42,13 +44,13 @@ func TestFullDiskRecoversWhenConsumersCatchUp(t *testing.T) {
 		t.Fatalf("filling the disk: reply %q after %d messages", failure, len(acked))
 	}
 	full := consumeNames(t, d, "full", "c")
-	waitFor(t, "every acknowledged message", 30*time.Second, func() bool { return full.hasAll(acked) })
-	waitFor(t, "the channel to drain", 10*time.Second, func() bool {
+	testutil.WaitFor(t, "every acknowledged message", 30*time.Second, func() bool { return full.hasAll(acked) })
+	testutil.WaitFor(t, "the channel to drain", 10*time.Second, func() bool {
 		cs, _ := d.channelStats("full", "c")
 		return cs.Depth == 0 && cs.InFlightCount == 0
 	})
 	// No /channel/empty: the caught-up queue gives its space back by itself.
-	waitFor(t, "/ping OK once consumers caught up", 10*time.Second, func() bool {
+	testutil.WaitFor(t, "/ping OK once consumers caught up", 10*time.Second, func() bool {
 		code, _ := d.do("GET", "/ping", "")
 		return code == 200
 	})
@@ -60,6 +62,6 @@ func TestFullDiskRecoversWhenConsumersCatchUp(t *testing.T) {
 		}
 		acked = append(acked, name)
 	}
-	waitFor(t, "the new messages", 30*time.Second, func() bool { return full.hasAll(acked) })
+	testutil.WaitFor(t, "the new messages", 30*time.Second, func() bool { return full.hasAll(acked) })
 	full.check(t, "full/c", acked)
 }

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/nsqio/go-nsq"
+
+	"github.com/nsqgo/nsq/internal/testutil"
 )
 
 // TestDrain drains a node holding a disk backlog, deferred and in-flight
@@ -32,7 +34,7 @@ func TestDrain(t *testing.T) {
 	}
 	d.mustDo("POST", "/channel/create?topic=work&channel=ch", "", 200)
 	d.mustDo("POST", "/topic/create?topic=idle", "", 200)
-	waitFor(t, "work in /lookup", 10*time.Second, func() bool { return len(l.lookupPorts(t, "work")) == 1 })
+	testutil.WaitFor(t, "work in /lookup", 10*time.Second, func() bool { return len(l.lookupPorts(t, "work")) == 1 })
 
 	// The consumer holds its first messages until release is closed, so
 	// the drain starts with messages in flight.
@@ -111,7 +113,7 @@ func TestDrain(t *testing.T) {
 		Draining     bool   `json:"draining"`
 	}
 	var lookup struct{ Producers []producer }
-	waitFor(t, "draining node flagged in /lookup", 10*time.Second, func() bool {
+	testutil.WaitFor(t, "draining node flagged in /lookup", 10*time.Second, func() bool {
 		lookup.Producers = nil
 		getJSON(t, "http://"+l.http+"/lookup?topic=work", &lookup)
 		return len(lookup.Producers) == 1 && lookup.Producers[0].Draining

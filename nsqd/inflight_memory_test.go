@@ -2,10 +2,13 @@ package nsqd
 
 import (
 	"fmt"
-	"github.com/nsqgo/nsq/internal/wire"
-	"github.com/nsqio/go-nsq"
 	"testing"
 	"time"
+
+	"github.com/nsqio/go-nsq"
+
+	"github.com/nsqgo/nsq/internal/testutil"
+	"github.com/nsqgo/nsq/internal/wire"
 )
 
 // TestInFlightCountsAgainstMemoryBudget (issue: consumers with RDY 2500
@@ -53,7 +56,7 @@ func TestInFlightCountsAgainstMemoryBudget(t *testing.T) {
 		c.send("RDY 2500")
 		stuck = append(stuck, c)
 	}
-	waitFor(t, "deliveries to the stuck consumers to start", 10*time.Second, func() bool {
+	testutil.WaitFor(t, "deliveries to the stuck consumers to start", 10*time.Second, func() bool {
 		cs, _ := d.channelStats("big", "c")
 		return cs.InFlightCount > 0
 	})
@@ -85,8 +88,8 @@ func TestInFlightCountsAgainstMemoryBudget(t *testing.T) {
 		got.add(m.Body)
 		return nil
 	}))
-	waitFor(t, "every message consumed", 20*time.Second, func() bool { return got.hasAll(want) })
-	waitFor(t, "the channel drained", 10*time.Second, func() bool {
+	testutil.WaitFor(t, "every message consumed", 20*time.Second, func() bool { return got.hasAll(want) })
+	testutil.WaitFor(t, "the channel drained", 10*time.Second, func() bool {
 		cs, _ := d.channelStats("big", "c")
 		return cs.Depth == 0 && cs.InFlightCount == 0
 	})

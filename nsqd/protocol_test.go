@@ -22,6 +22,8 @@ import (
 	"time"
 
 	"github.com/nsqio/go-nsq"
+
+	"github.com/nsqgo/nsq/internal/testutil"
 )
 
 // v2conn is a minimal protocol V2 client speaking over a raw socket.
@@ -319,7 +321,7 @@ func (b *bystander) check() {
 	if sent == 0 {
 		b.t.Fatal("bystander published nothing")
 	}
-	waitFor(b.t, fmt.Sprintf("bystander to consume its %d messages", sent), 10*time.Second, func() bool {
+	testutil.WaitFor(b.t, fmt.Sprintf("bystander to consume its %d messages", sent), 10*time.Second, func() bool {
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		return len(b.seen) == sent
@@ -586,7 +588,7 @@ func TestNOPAndCLS(t *testing.T) {
 	c.cmd("FIN " + m.id)
 	c.cmd("NOP")
 	c.pub("cls", "d")
-	waitFor(t, "FIN after CLS to be processed", 5*time.Second, func() bool {
+	testutil.WaitFor(t, "FIN after CLS to be processed", 5*time.Second, func() bool {
 		cs, _ := coreChannel(d, "cls", "ch")
 		return cs.InFlightCount == 0 && cs.Depth == 3
 	})
@@ -791,7 +793,7 @@ func TestVanishingClients(t *testing.T) {
 		c.cmd("FIN " + m.id)
 		finned[m.body] = true
 	}
-	waitFor(t, "3 FINs processed", 5*time.Second, func() bool {
+	testutil.WaitFor(t, "3 FINs processed", 5*time.Second, func() bool {
 		cs, _ := coreChannel(d, "van", "ch")
 		return cs.InFlightCount == 7
 	})
@@ -817,14 +819,14 @@ func TestVanishingClients(t *testing.T) {
 		pc.conn.Close()
 	}
 
-	waitFor(t, "the vanished clients to be cleaned up", 5*time.Second, func() bool {
+	testutil.WaitFor(t, "the vanished clients to be cleaned up", 5*time.Second, func() bool {
 		d.clientsMu.Lock()
 		n := len(d.clients)
 		d.clientsMu.Unlock()
 		cs, _ := coreChannel(d, "van", "ch")
 		return n <= 1 && cs.ClientCount == 0 // the producer's connection remains
 	})
-	waitFor(t, fmt.Sprintf("goroutines back to %d", before), 5*time.Second, func() bool {
+	testutil.WaitFor(t, fmt.Sprintf("goroutines back to %d", before), 5*time.Second, func() bool {
 		return runtime.NumGoroutine() <= before
 	})
 	cs, _ := coreChannel(d, "van", "ch")
@@ -841,7 +843,7 @@ func TestVanishingClients(t *testing.T) {
 		mu.Unlock()
 		return nil
 	}))
-	waitFor(t, "17 messages redelivered", 10*time.Second, func() bool {
+	testutil.WaitFor(t, "17 messages redelivered", 10*time.Second, func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(got) == 17

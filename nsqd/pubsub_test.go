@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/nsqio/go-nsq"
+
+	"github.com/nsqgo/nsq/internal/testutil"
 )
 
 func TestPublishConsume(t *testing.T) {
@@ -27,12 +29,12 @@ func TestPublishConsume(t *testing.T) {
 		mu.Unlock()
 		return nil
 	}))
-	waitFor(t, "100 messages", 10*time.Second, func() bool {
+	testutil.WaitFor(t, "100 messages", 10*time.Second, func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(got) == 100
 	})
-	waitFor(t, "in-flight to drain", 5*time.Second, func() bool {
+	testutil.WaitFor(t, "in-flight to drain", 5*time.Second, func() bool {
 		st := d.Stats("t1", "ch", false)
 		return len(st) == 1 && st[0].Channels[0].InFlightCount == 0 && st[0].Channels[0].Depth == 0
 	})

@@ -14,6 +14,7 @@ import (
 
 	"github.com/nsqgo/nsq/internal/quantile"
 	"github.com/nsqgo/nsq/internal/statsd"
+	"github.com/nsqgo/nsq/internal/testutil"
 )
 
 // statsdServer is a UDP socket the test opens; it checks every datagram
@@ -147,7 +148,7 @@ func TestStatsdPush(t *testing.T) {
 	}
 
 	tn, cn := "topic.st.", "topic.st.channel.c."
-	waitFor(t, "first 5 messages in statsd", 10*time.Second, func() bool {
+	testutil.WaitFor(t, "first 5 messages in statsd", 10*time.Second, func() bool {
 		v, _ := srv.gauge(tn + "channel.idle.depth")
 		return srv.counter(tn+"message_count") == 5 && srv.counter(cn+"message_count") == 5 && v == 5
 	})
@@ -156,18 +157,25 @@ func TestStatsdPush(t *testing.T) {
 	if err := p.MultiPublish(topic, bodies("t", 3)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "8 messages in statsd", 10*time.Second, func() bool {
+	testutil.WaitFor(t, "8 messages in statsd", 10*time.Second, func() bool {
 		v, _ := srv.gauge(tn + "channel.idle.depth")
 		return v == 8 && srv.counter(cn+"message_count") == 8
 	})
-	time.Sleep(3 * o.StatsdInterval) // a few more pushes with no traffic
+	srv.mu.Lock()
+	seen := srv.packets
+	srv.mu.Unlock()
+	testutil.WaitFor(t, "three more datagrams with no traffic", 10*time.Second, func() bool {
+		srv.mu.Lock()
+		defer srv.mu.Unlock()
+		return srv.packets >= seen+3
+	})
 	if got := srv.counter(tn + "message_count"); got != 8 {
 		t.Errorf("sum of message_count deltas = %d, want 8", got)
 	}
 	if got := srv.counter(tn + "message_bytes"); got != int64(5*len("s-0")+3*len("t-0")) {
 		t.Errorf("sum of message_bytes deltas = %d", got)
 	}
-	waitFor(t, "e2e gauges", 5*time.Second, func() bool {
+	testutil.WaitFor(t, "e2e gauges", 5*time.Second, func() bool {
 		v, ok := srv.gauge(cn + "e2e_processing_latency_100")
 		return ok && v > 0
 	})
@@ -227,7 +235,7 @@ func TestStatsdStopsOnShutdown(t *testing.T) {
 	o.StatsdInterval = 20 * time.Millisecond
 	o.StatsdMemStats = true
 	d := startDaemon(t, o)
-	waitFor(t, "a push", 5*time.Second, func() bool { _, ok := srv.gauge("mem.heap_objects"); return ok })
+	testutil.WaitFor(t, "a push", 5*time.Second, func() bool { _, ok := srv.gauge("mem.heap_objects"); return ok })
 	d.stop()                          // must return: the loop ends with the daemon
 	time.Sleep(50 * time.Millisecond) // let the reader take what was sent
 	srv.mu.Lock()

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/nsqio/go-nsq"
+
+	"github.com/nsqgo/nsq/internal/testutil"
 )
 
 func tlsOptions(t *testing.T, pki *testPKI) *Options {
@@ -187,7 +189,7 @@ func TestTLSMinVersion(t *testing.T) {
 	cfg := nsqConfig()
 	cfg.TlsV1, cfg.TlsConfig = true, pki.clientTLS(false)
 	newConsumer(t, d.tcp, "t", "c", cfg, newSink())
-	waitFor(t, "consumer", 5*time.Second, func() bool { _, ok := d.channelStats("t", "c"); return ok })
+	testutil.WaitFor(t, "consumer", 5*time.Second, func() bool { _, ok := d.channelStats("t", "c"); return ok })
 	if cs := consumerStats(t, d, "t", "c"); cs.TLSVersion != "TLS13" || !strings.HasPrefix(cs.CipherSuite, "TLS_") {
 		t.Errorf("stats tls_version %q cipher %q", cs.TLSVersion, cs.CipherSuite)
 	}

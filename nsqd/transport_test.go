@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/nsqio/go-nsq"
+
+	"github.com/nsqgo/nsq/internal/testutil"
 )
 
 // transportMode is one way a client can talk to nsqd.
@@ -128,7 +130,7 @@ func testTransport(t *testing.T, m transportMode) {
 		for i, b := range bs {
 			want[i] = string(b)
 		}
-		waitFor(t, prefix+" messages", 15*time.Second, func() bool { return s.has(want) })
+		testutil.WaitFor(t, prefix+" messages", 15*time.Second, func() bool { return s.has(want) })
 	}
 	publish("first")
 
@@ -146,7 +148,7 @@ func testTransport(t *testing.T, m transportMode) {
 		}
 		// Idle for a heartbeat interval or two, the server's compressor
 		// goes back to the pool; the stream must go on with a fresh one.
-		waitFor(t, "deflate compressor released", 10*time.Second, func() bool {
+		testutil.WaitFor(t, "deflate compressor released", 10*time.Second, func() bool {
 			return d.deflaterHeld() == 0
 		})
 	}

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/nsqgo/nsq/internal/testutil"
 )
 
 // The write deadline is the heartbeat interval (set by IDENTIFY; 1 s at
@@ -165,11 +167,11 @@ func TestStalledConsumerIsCutOff(t *testing.T) {
 			}
 		}
 	}()
-	waitFor(t, "the subscriber to be connected", 5*time.Second, func() bool {
+	testutil.WaitFor(t, "the subscriber to be connected", 5*time.Second, func() bool {
 		cs, ok := d.channelStats("slow", "ch")
 		return ok && cs.ClientCount == 1
 	})
-	waitFor(t, "the stalled consumer to be cut off", 15*time.Second, func() bool {
+	testutil.WaitFor(t, "the stalled consumer to be cut off", 15*time.Second, func() bool {
 		cs, ok := d.channelStats("slow", "ch")
 		return ok && cs.ClientCount == 0
 	})

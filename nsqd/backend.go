@@ -60,6 +60,7 @@ type queueConfig struct {
 	// deadLetter publishes bodies as new messages of topic (policy.go).
 	policyDefaults *policySettings
 	deadLetter     func(topic string, bodies [][]byte) error
+	clock          clock // nil: the real clock (clock.go)
 }
 
 // queueBytes is the daemon-wide memory-queue byte counter, if any.

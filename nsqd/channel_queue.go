@@ -3,7 +3,6 @@ package nsqd
 import (
 	"errors"
 	"fmt"
-	"time"
 )
 
 // How a channel's ready queue is filled (put) and emptied (nextLocked and
@@ -35,7 +34,7 @@ func (ch *Channel) put(msgs []*Message) error {
 // leaves nothing behind. Deferred messages (DPUB) always go to the
 // channel's deferred queue.
 func (ch *Channel) tryPut(msgs []*Message, allowDisk bool) (done bool, err error) {
-	now := time.Now().UnixNano()
+	now := ch.cfg.now()
 	ch.mu.Lock()
 	defer ch.unlock()
 	if ch.exiting {
@@ -78,7 +77,7 @@ func (ch *Channel) putFromBacklog(msgs []*Message) (taken int, err error) {
 	if err = ch.put(msgs); err == nil || errors.Is(err, errChannelClosed) {
 		return len(msgs), err
 	}
-	now := time.Now().UnixNano()
+	now := ch.cfg.now()
 	ch.mu.Lock()
 	defer ch.unlock()
 	if ch.exiting || ch.paused.Load() || ch.q.lenLocked() > 0 || ch.q.diskBusyLocked() {

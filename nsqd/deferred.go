@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"time"
 
 	"github.com/nsqgo/nsq/internal/diskqueue"
 )
@@ -149,7 +148,7 @@ func (t *Topic) persistBacklog(pending []*Message) error {
 	if len(pending) == 0 || t.ephemeral {
 		return nil
 	}
-	now := time.Now().UnixNano()
+	now := t.cfg.now()
 	ready := pending[:0:0]
 	var deferred []*Message
 	for _, m := range pending {

@@ -831,18 +831,25 @@ func TestHTTPDebug(t *testing.T) {
 	expectErr(t, "GET freememory", d.call("GET", "/debug/freememory", nil), 405, "METHOD_NOT_ALLOWED")
 }
 
-// Publishing over HTTP does not make the caller a "producer" (that list is
-// TCP clients), but it must reach TCP consumers like any publish.
-func TestHTTPPubReachesConsumers(t *testing.T) {
-	d := startDaemon(t, testOptions(t))
+// Publishing over HTTP (HTTPS in the TLS modes) does not make the caller a
+// "producer" (that list is TCP clients), but it must reach TCP consumers
+// like any publish.
+func TestHTTPPubReachesConsumers(t *testing.T) { forEachTransport(t, nil, testHTTPPubReachesConsumers) }
+
+func testHTTPPubReachesConsumers(t *testing.T, r *rig) {
+	d := r.d
 	got := newSink()
-	newConsumer(t, d.tcp, "hp", "c", nil, got)
+	newConsumer(t, r.addr, "hp", "c", r.config(1), got)
 	testutil.WaitFor(t, "subscription", 5*time.Second, func() bool { _, ok := d.channelStats("hp", "c"); return ok })
-	d.mustDo("POST", "/pub?topic=hp", "one", 200)
-	d.mustDo("POST", "/mpub?topic=hp", "two\nthree", 200)
+	r.call(t, "POST", "/pub?topic=hp", "one")
+	r.call(t, "POST", "/mpub?topic=hp", "two\nthree")
 	testutil.WaitFor(t, "3 messages", 5*time.Second, func() bool { return got.has([]string{"one", "two", "three"}) })
-	if m := d.getJSON("/stats?format=json"); m["producers"] != nil {
-		t.Fatalf("HTTP publishes listed as producers: %v", m["producers"])
+	var stats map[string]any
+	if err := json.Unmarshal(r.call(t, "GET", "/stats?format=json", ""), &stats); err != nil {
+		t.Fatalf("/stats: %v", err)
+	}
+	if stats["producers"] != nil {
+		t.Fatalf("HTTP publishes listed as producers: %v", stats["producers"])
 	}
 	var _ nsq.Handler = got
 }

@@ -26,11 +26,16 @@ import (
 	"github.com/nsqgo/nsq/internal/testutil"
 )
 
-// v2conn is a minimal protocol V2 client speaking over a raw socket.
+// v2conn is a minimal protocol V2 client speaking over a raw socket, or
+// over what IDENTIFY upgraded it to (rig.dialV2).
 type v2conn struct {
 	t    *testing.T
-	conn net.Conn
-	r    *bufio.Reader
+	conn net.Conn      // the socket, or the TLS connection over it: deadlines
+	r    *bufio.Reader // reads frames, decompressed when compression is on
+	// w writes commands, compressed when compression is on; flush pushes
+	// them out (nil: nothing to flush).
+	w     io.Writer
+	flush func() error
 }
 
 // v2frame is one server frame.
@@ -64,14 +69,19 @@ func dialV2NoMagic(t *testing.T, addr string) *v2conn {
 		t.Fatalf("dial %s: %v", addr, err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	return &v2conn{t: t, conn: conn, r: bufio.NewReader(conn)}
+	return &v2conn{t: t, conn: conn, r: bufio.NewReader(conn), w: conn}
 }
 
 func (c *v2conn) write(b []byte) {
 	c.t.Helper()
 	_ = c.conn.SetWriteDeadline(time.Now().Add(5 * time.Second))
-	if _, err := c.conn.Write(b); err != nil {
+	if _, err := c.w.Write(b); err != nil {
 		c.t.Fatalf("write: %v", err)
+	}
+	if c.flush != nil {
+		if err := c.flush(); err != nil {
+			c.t.Fatalf("flush: %v", err)
+		}
 	}
 }
 
@@ -175,7 +185,10 @@ func (c *v2conn) expectClosed() {
 			}
 			c.t.Fatalf("got frame type %d %q, want the connection closed", f.typ, f.data)
 		}
-		if !v2IsClosed(err) {
+		// A compressed stream the server closed without ending it reads
+		// as an unexpected EOF.
+		compressed := c.flush != nil
+		if !v2IsClosed(err) && !(compressed && errors.Is(err, io.ErrUnexpectedEOF)) {
 			c.t.Fatalf("read: %v, want EOF (connection closed by the server)", err)
 		}
 		return
@@ -516,9 +529,11 @@ func v2Identify(js string) []byte { return v2Cat(v2Line("IDENTIFY"), v2Sized([]b
 
 // TestNonFatalErrors: FIN/REQ/TOUCH failures answer E_*_FAILED and leave
 // the connection usable.
-func TestNonFatalErrors(t *testing.T) {
-	d := startDaemon(t, testOptions(t))
-	a := dialV2(t, d.tcp)
+func TestNonFatalErrors(t *testing.T) { forEachTransport(t, nil, testNonFatalErrors) }
+
+func testNonFatalErrors(t *testing.T, r *rig) {
+	d := r.d
+	a := r.dialV2(t, nil)
 	a.sub("nf", "ch")
 	a.pub("nf", "one")
 	a.cmd("RDY 1")
@@ -541,7 +556,7 @@ func TestNonFatalErrors(t *testing.T) {
 	}
 
 	// Another client of the same channel cannot act on a's message.
-	b := dialV2(t, d.tcp)
+	b := r.dialV2(t, nil)
 	b.sub("nf", "ch")
 	for _, tc := range []struct{ send, want string }{
 		{"FIN " + m.id, "E_FIN_FAILED FIN " + m.id + " failed client does not own message"},
@@ -571,9 +586,11 @@ func TestNonFatalErrors(t *testing.T) {
 
 // TestNOPAndCLS: NOP has no reply in any state; CLS answers CLOSE_WAIT,
 // stops deliveries, and later RDY is ignored while FIN still works.
-func TestNOPAndCLS(t *testing.T) {
-	d := startDaemon(t, testOptions(t))
-	c := dialV2(t, d.tcp)
+func TestNOPAndCLS(t *testing.T) { forEachTransport(t, nil, testNOPAndCLS) }
+
+func testNOPAndCLS(t *testing.T, r *rig) {
+	d := r.d
+	c := r.dialV2(t, nil)
 	c.cmd("NOP")
 	c.pub("cls", "a") // the reply right after NOP is PUB's: NOP sent nothing
 	c.sub("cls", "ch")

@@ -10,9 +10,11 @@ import (
 	"github.com/nsqgo/nsq/internal/testutil"
 )
 
-func TestPublishConsume(t *testing.T) {
-	d := startDaemon(t, testOptions(t))
-	p := newProducer(t, d.tcp)
+func TestPublishConsume(t *testing.T) { forEachTransport(t, nil, testPublishConsume) }
+
+func testPublishConsume(t *testing.T, r *rig) {
+	d := r.d
+	p := r.producer(t)
 	for _, b := range bodies("m", 10) {
 		if err := p.Publish("t1", b); err != nil {
 			t.Fatal(err)
@@ -23,7 +25,7 @@ func TestPublishConsume(t *testing.T) {
 	}
 	var mu sync.Mutex
 	got := map[string]int{}
-	newConsumer(t, d.tcp, "t1", "ch", nil, nsq.HandlerFunc(func(m *nsq.Message) error {
+	newConsumer(t, r.addr, "t1", "ch", r.config(1), nsq.HandlerFunc(func(m *nsq.Message) error {
 		mu.Lock()
 		got[string(m.Body)]++
 		mu.Unlock()

@@ -3,7 +3,6 @@ package nsqd
 import (
 	"encoding/binary"
 	"fmt"
-	"time"
 
 	"github.com/nsqgo/nsq/internal/pqueue"
 )
@@ -45,11 +44,6 @@ type Message struct {
 	// held read (msgQueue.holdReads): its record stays on disk until the
 	// message is FIN'd (or safe elsewhere). 0 when not held.
 	hold uint64
-}
-
-// NewMessage builds a fresh message published now.
-func NewMessage(id MessageID, body []byte) *Message {
-	return &Message{ID: id, Body: body, Timestamp: time.Now().UnixNano()}
 }
 
 // newBatch returns n new zero messages for one publish. Their structs

@@ -161,11 +161,11 @@ func (t *Topic) fanOut(chans []*Channel, msgs []*Message) error {
 		if left > 0 {
 			batch = copyBatch(msgs)
 		}
-		done, err := ch.tryPut(batch, false)
+		needsDisk, err := ch.putWithoutDisk(batch)
 		if err != nil {
 			errs = append(errs, err)
 		}
-		if !done {
+		if needsDisk {
 			slow = append(slow, diskPut{ch, batch})
 		}
 	}

@@ -6,7 +6,7 @@ package pqueue
 // Item is embedded by values kept in a Queue.
 type Item struct {
 	Priority int64
-	index    int // position in the heap, -1 when not queued
+	index    int // position in the heap, 0 when not queued (index 0 is unused)
 }
 
 // Queued reports whether the item is in a queue.

@@ -92,6 +92,25 @@ func (s *statsdServer) datagram(p string) {
 	}
 }
 
+// mark sends the server a counter datagram of its own (prefix, which the
+// server expects, then name), waits until the reader has taken it, and
+// returns the datagrams counted by then.
+func (s *statsdServer) mark(t *testing.T, prefix, name string) int {
+	t.Helper()
+	c, err := net.Dial("udp", s.conn.LocalAddr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Write([]byte(prefix + name + ":1|c\n")); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, "the statsd reader to take "+name, 5*time.Second, func() bool { return s.counter(name) == 1 })
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.packets
+}
+
 func (s *statsdServer) counter(name string) int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -236,17 +255,13 @@ func TestStatsdStopsOnShutdown(t *testing.T) {
 	o.StatsdMemStats = true
 	d := startDaemon(t, o)
 	testutil.WaitFor(t, "a push", 5*time.Second, func() bool { _, ok := srv.gauge("mem.heap_objects"); return ok })
-	d.stop()                          // must return: the loop ends with the daemon
-	time.Sleep(50 * time.Millisecond) // let the reader take what was sent
-	srv.mu.Lock()
-	before := srv.packets
-	srv.mu.Unlock()
-	time.Sleep(100 * time.Millisecond)
-	srv.mu.Lock()
-	after := srv.packets
-	srv.mu.Unlock()
-	if after != before {
-		t.Errorf("%d datagrams after shutdown", after-before)
+	d.stop() // must return: the loop ends with the daemon
+	// Once the reader has a marker sent after the stop, it has everything
+	// nsqd sent before it.
+	before := srv.mark(t, "x.", "before")
+	time.Sleep(5 * o.StatsdInterval) // the window in which no push may come
+	if after := srv.mark(t, "x.", "after"); after != before+1 {
+		t.Errorf("%d datagrams after shutdown", after-before-1)
 	}
 }
 

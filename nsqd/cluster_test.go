@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/nsqgo/nsq/internal/testutil"
 )
 
 // startTestCluster starts n in-process daemons joined in one cluster, all
@@ -78,7 +80,7 @@ func waitKnown(t *testing.T, nodes []*testDaemon, topic string) {
 func leaderOf(t *testing.T, nodes []*testDaemon) *testDaemon {
 	t.Helper()
 	var leader *testDaemon
-	waitFor(t, "a leader", 30*time.Second, func() bool {
+	testutil.WaitFor(t, "a leader", 30*time.Second, func() bool {
 		for _, d := range nodes {
 			if d.repl != nil && d.repl.Leading() {
 				leader = d
@@ -98,11 +100,11 @@ func leaderOf(t *testing.T, nodes []*testDaemon) *testDaemon {
 func TestReplicatedTopicInProcess(t *testing.T) {
 	nodes := startTestCluster(t, 3)
 	const topic = "replicated"
-	waitFor(t, "the topic created", 30*time.Second, func() bool {
+	testutil.WaitFor(t, "the topic created", 30*time.Second, func() bool {
 		code, _ := nodes[1].do("POST", "/topic/create?replicas=3&topic="+topic, "")
 		return code == 200
 	})
-	waitFor(t, "the channel created", 30*time.Second, func() bool {
+	testutil.WaitFor(t, "the channel created", 30*time.Second, func() bool {
 		code, _ := nodes[2].do("POST", "/channel/create?topic="+topic+"&channel=c", "")
 		return code == 200
 	})
@@ -141,8 +143,8 @@ func TestReplicatedTopicInProcess(t *testing.T) {
 	cfg.MaxInFlight = 100
 	s := newSink()
 	newConsumer(t, leader.tcp, topic, "c", cfg, s)
-	waitFor(t, "every message consumed from the leader", 30*time.Second, func() bool { return s.distinct() == 52 })
-	waitFor(t, "FINs replicated to every node", 30*time.Second, func() bool {
+	testutil.WaitFor(t, "every message consumed from the leader", 30*time.Second, func() bool { return s.distinct() == 52 })
+	testutil.WaitFor(t, "FINs replicated to every node", 30*time.Second, func() bool {
 		for _, d := range nodes {
 			v, ok := d.repl.Topic(topic)
 			if !ok || len(v.Channels) != 1 || v.Channels[0].Depth != 0 {
@@ -173,13 +175,13 @@ func TestReplicatedTopicInProcess(t *testing.T) {
 		}
 	}
 	next := leaderOf(t, rest)
-	waitFor(t, "a publish through the remaining nodes", 30*time.Second, func() bool {
+	testutil.WaitFor(t, "a publish through the remaining nodes", 30*time.Second, func() bool {
 		code, _ := rest[0].do("POST", "/pub?topic="+topic, "after")
 		return code == 200
 	})
 	s2 := newSink()
 	newConsumer(t, next.tcp, topic, "c", cfg, s2)
-	waitFor(t, "the new leader delivers", 30*time.Second, func() bool { return s2.has([]string{"after"}) })
+	testutil.WaitFor(t, "the new leader delivers", 30*time.Second, func() bool { return s2.has([]string{"after"}) })
 	if seen := s2.bodiesSeen(); len(seen) != 1 || !strings.HasPrefix(seen[0], "after") {
 		t.Fatalf("the new leader delivered %v; everything before was FIN'd", seen)
 	}

@@ -285,7 +285,7 @@ func (s *Subscription) Touch(id MessageID) error {
 		deadline = limit
 	}
 	s.flight.remove(m)
-	m.Priority = deadline
+	m.Due = deadline
 	s.flight.insert(m)
 	return nil
 }
@@ -421,12 +421,12 @@ func (ch *Channel) deliverLocked(m *Message, s *Subscription, now int64) {
 	m.Attempts++
 	m.owner = s
 	m.deliveredAt = now
-	m.Priority = now + int64(s.msgTimeout)
+	m.Due = now + int64(s.msgTimeout)
 	ch.inFlight[m.ID] = m
 	ch.flightMem += memSize(m)
 	s.flight.insert(m)
 	s.inFlight.Add(1)
-	ch.armLocked(m.Priority)
+	ch.armLocked(m.Due)
 	if s.locality != localityNone {
 		ch.topo.count(s.locality)
 	}
@@ -511,7 +511,7 @@ func (ch *Channel) onTimer() {
 	ch.fillAllLocked()
 	for _, s := range ch.subs {
 		if m := s.flight.head; m != nil {
-			ch.armLocked(m.Priority)
+			ch.armLocked(m.Due)
 		}
 	}
 }

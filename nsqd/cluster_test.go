@@ -66,7 +66,7 @@ func startTestCluster(t *testing.T, n int, configure ...func(*Options)) []*testD
 // Replication, Limits).
 func waitKnown(t *testing.T, nodes []*testDaemon, topic string) {
 	t.Helper()
-	waitFor(t, "every node knows the replicated topic", 30*time.Second, func() bool {
+	testutil.WaitFor(t, "every node knows the replicated topic", 30*time.Second, func() bool {
 		for _, d := range nodes {
 			if d.repl.Replicas(topic) == 0 {
 				return false
@@ -197,7 +197,7 @@ func TestReplicationOverTLS(t *testing.T) {
 		o.TLSCert, o.TLSKey, o.TLSRootCAFile, o.ClusterTLS = pki.certFile, pki.keyFile, pki.caFile, true
 	})
 	const topic = "secure"
-	waitFor(t, "the topic created", 30*time.Second, func() bool {
+	testutil.WaitFor(t, "the topic created", 30*time.Second, func() bool {
 		code, _ := nodes[0].do("POST", "/topic/create?replicas=3&topic="+topic, "")
 		return code == 200
 	})
@@ -206,7 +206,7 @@ func TestReplicationOverTLS(t *testing.T) {
 	for _, d := range nodes {
 		d.mustDo("POST", "/pub?topic="+topic, "over tls", 200)
 	}
-	waitFor(t, "every node applied the three publishes", 30*time.Second, func() bool {
+	testutil.WaitFor(t, "every node applied the three publishes", 30*time.Second, func() bool {
 		for _, d := range nodes {
 			if v, ok := d.repl.Topic(topic); !ok || v.Depth != 3 {
 				return false

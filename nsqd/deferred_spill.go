@@ -284,7 +284,7 @@ func (ch *Channel) deferLocked(m *Message, due int64) {
 }
 
 func (ch *Channel) pushDeferredLocked(m *Message, due int64) {
-	m.Priority = due
+	m.Due = due
 	ch.deferredPQ.Push(m)
 	ch.cfg.guard.addDeferred(memSize(m))
 	ch.armLocked(due)
@@ -307,7 +307,7 @@ func (ch *Channel) popDueDeferredLocked(now int64) {
 		ch.kickSpillLocked()
 	}
 	if m, ok := ch.deferredPQ.Peek(); ok {
-		ch.armLocked(m.Priority)
+		ch.armLocked(m.Due)
 	}
 	if ch.spill.minDue != 0 {
 		ch.armLocked(ch.spill.minDue)
@@ -351,7 +351,7 @@ func (ch *Channel) drainDeferredLocked() []*Message {
 		ch.cfg.guard.addDeferred(-memSize(m))
 	}
 	for _, r := range ch.spill.pending {
-		r.m.Priority = r.due
+		r.m.Due = r.due
 		r.m.hold = r.hold
 		msgs = append(msgs, r.m)
 	}

@@ -28,8 +28,9 @@ type Message struct {
 	Timestamp int64
 	Attempts  uint16
 
-	// Priority (in the embedded pqueue.Item) is the in-flight deadline or
-	// the deferred due time, in unix ns, depending on which queue holds it.
+	// Due (in the embedded pqueue.Item) is when the channel next acts on
+	// the message, in unix ns: the timeout while it is in flight, the
+	// release while it is deferred. It is unused elsewhere.
 	pqueue.Item
 	// deliveredAt is when it went in flight; TOUCH may not extend past
 	// deliveredAt + max-msg-timeout.

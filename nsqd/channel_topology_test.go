@@ -82,10 +82,10 @@ func TestPickByTopology(t *testing.T) {
 }
 
 // topologyConsumer is a raw consumer that IDENTIFYs with a topology.
-func topologyConsumer(t *testing.T, d *testDaemon, region, zone string) (*rawClient, map[string]any) {
+func topologyConsumer(t *testing.T, d *testDaemon, region, zone string) (*v2conn, map[string]any) {
 	t.Helper()
-	c := dialRaw(t, d.tcp)
-	reply := c.identify(map[string]any{"topology_region": region, "topology_zone": zone, "client_id": region + "/" + zone})
+	c := dialV2(t, d.tcp)
+	reply := c.identifyJSON(map[string]any{"topology_region": region, "topology_zone": zone, "client_id": region + "/" + zone})
 	c.send("SUB topo ch")
 	c.expect(0, "OK")
 	return c, reply
@@ -108,7 +108,7 @@ func TestZoneAwareDelivery(t *testing.T) {
 	}
 	region, _ := topologyConsumer(t, d, "r1", "z2")
 	global, _ := topologyConsumer(t, d, "r2", "z9")
-	for _, c := range []*rawClient{zone, region, global} {
+	for _, c := range []*v2conn{zone, region, global} {
 		c.send("RDY 50")
 	}
 	waitReady(t, d, "topo", "ch", 3)

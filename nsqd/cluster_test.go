@@ -133,7 +133,7 @@ func TestReplicatedTopicInProcess(t *testing.T) {
 	}
 	follower.mustDo("POST", "/pub?topic="+topic, "http", 200)
 
-	raw := dialRaw(t, follower.tcp)
+	raw := dialV2(t, follower.tcp)
 	raw.send("SUB " + topic + " c")
 	if typ, msg := raw.frame(); typ != 1 || !strings.HasPrefix(msg, "E_SUB_FAILED") || !strings.Contains(msg, leader.tcp) {
 		t.Fatalf("SUB on a follower: frame %d %q; want E_SUB_FAILED naming the leader %s", typ, msg, leader.tcp)

@@ -497,7 +497,7 @@ func testRDY(t *testing.T, r *rig) {
 	p := r.producer(t)
 	c := r.dialV2(t, map[string]any{"output_buffer_size": -1})
 	c.sub("rdy", "ch")
-	c.cmd("RDY 0")
+	c.send("RDY 0")
 	if err := p.MultiPublish("rdy", bodies("r", 10)); err != nil {
 		t.Fatal(err)
 	}
@@ -506,7 +506,7 @@ func testRDY(t *testing.T, r *rig) {
 		t.Fatalf("RDY 0 yet delivered: %+v", cs)
 	}
 
-	c.cmd("RDY 3")
+	c.send("RDY 3")
 	var got []v2msg
 	for i := 0; i < 3; i++ {
 		got = append(got, c.expectMsg())
@@ -515,23 +515,23 @@ func testRDY(t *testing.T, r *rig) {
 	if cs.Depth != 7 || cs.Clients[0].ReadyCount != 3 {
 		t.Fatalf("after RDY 3: %+v", cs)
 	}
-	c.cmd("RDY 3") // same window: no-op
-	c.cmd("FIN " + got[0].id)
+	c.send("RDY 3") // same window: no-op
+	c.send("FIN " + got[0].id)
 	got = append(got, c.expectMsg()) // one slot freed: one more
 	waitChannel(t, d, "rdy", "ch", "window refilled", func(cs ChannelStats) bool {
 		return cs.InFlightCount == 3 && cs.Depth == 6 && cs.Clients[0].FinishCount == 1
 	})
 
-	c.cmd("RDY 0")
+	c.send("RDY 0")
 	for _, m := range got[1:] {
-		c.cmd("FIN " + m.id)
+		c.send("FIN " + m.id)
 	}
 	cs = waitChannel(t, d, "rdy", "ch", "FINs processed", func(cs ChannelStats) bool { return cs.Clients[0].FinishCount == 4 })
 	if cs.InFlightCount != 0 || cs.Depth != 6 || cs.Clients[0].MessageCount != 4 {
 		t.Fatalf("RDY 0 yet delivered after FIN: %+v", cs)
 	}
 	// RDY without a count means 1.
-	c.cmd("RDY")
+	c.send("RDY")
 	c.expectMsg()
 	waitChannel(t, d, "rdy", "ch", "RDY means RDY 1", func(cs ChannelStats) bool {
 		return cs.InFlightCount == 1 && cs.Depth == 5 && cs.Clients[0].ReadyCount == 1
@@ -565,7 +565,7 @@ func TestUnresponsiveConsumerDropped(t *testing.T) {
 		t.Fatal(err)
 	}
 	rdyAt := time.Now()
-	c.cmd("RDY 10")
+	c.send("RDY 10")
 	held := map[string]bool{}
 	for i := 0; i < 5; i++ {
 		held[c.expectMsg().body] = true
@@ -615,7 +615,7 @@ func TestMaxChannelConsumers(t *testing.T) {
 	a.sub("mc", "ch")
 	b.sub("mc", "ch")
 	c := dialV2(t, d.tcp)
-	c.cmd("SUB mc ch")
+	c.send("SUB mc ch")
 	c.expectError("E_SUB_FAILED SUB failed channel consumers for mc:ch exceeds limit of 2")
 	c.expectClosed()
 	// another channel of the topic has its own limit
@@ -727,7 +727,7 @@ func TestEphemeralResubscribeRace(t *testing.T) {
 		b.sub(topic, channel)
 		body := fmt.Sprintf("m%d", i)
 		b.pub(topic, body)
-		b.cmd("RDY 1")
+		b.send("RDY 1")
 		f := b.next()
 		if f.typ != 2 {
 			t.Fatalf("iteration %d: got frame %d %q, want message %q", i, f.typ, f.data, body)
@@ -735,7 +735,7 @@ func TestEphemeralResubscribeRace(t *testing.T) {
 		if m := v2Decode(t, f.data); m.body != body {
 			t.Fatalf("iteration %d: got %q, want %q", i, m.body, body)
 		} else {
-			b.cmd("FIN " + m.id)
+			b.send("FIN " + m.id)
 		}
 		b.conn.Close()
 	}

@@ -28,7 +28,7 @@ import (
 
 // publish sends PUB (one body) or MPUB (several) and returns the reply:
 // "OK", or the text of the error frame.
-func (c *rawClient) publish(topic string, bodies ...[]byte) string {
+func (c *v2conn) publish(topic string, bodies ...[]byte) string {
 	c.t.Helper()
 	if len(bodies) == 1 {
 		c.send("PUB "+topic, bodies[0])
@@ -177,7 +177,7 @@ func TestDiskFullPublishFailsAndRecovers(t *testing.T) {
 	// unpaused; they then move to its channel.
 	d.mustDo("POST", "/topic/pause?topic=held", "", 200)
 	var heldAcked []string
-	pc := dialRaw(t, d.tcp)
+	pc := dialV2(t, d.tcp)
 	for i := range 100 {
 		name := fmt.Sprintf("held%04d", i)
 		if r := pc.publish("held", paddedBody(name, 1000)); r != "OK" {
@@ -207,7 +207,7 @@ func TestDiskFullPublishFailsAndRecovers(t *testing.T) {
 	}
 
 	// Every way of publishing fails, and a failure leaves no trace.
-	if r := dialRaw(t, d.tcp).publish("full", paddedBody("failmpub0", 1000), paddedBody("failmpub1", 1000)); !strings.HasPrefix(r, "E_MPUB_FAILED ") {
+	if r := dialV2(t, d.tcp).publish("full", paddedBody("failmpub0", 1000), paddedBody("failmpub1", 1000)); !strings.HasPrefix(r, "E_MPUB_FAILED ") {
 		t.Errorf("MPUB on a full disk: %q", r)
 	}
 	if code, body := d.do("POST", "/pub?topic=full", string(paddedBody("failhttp", 1000))); code != 500 || !strings.Contains(body, "INTERNAL_ERROR") {
@@ -240,7 +240,7 @@ func TestDiskFullPublishFailsAndRecovers(t *testing.T) {
 		cs, _ := d.channelStats("held", "c")
 		return cs.Depth == int64(len(heldAcked)) && d.topicStats("held").Depth == 0
 	})
-	pc = dialRaw(t, d.tcp)
+	pc = dialV2(t, d.tcp)
 	for i := range 20 {
 		name := fmt.Sprintf("after%02d", i)
 		if r := pc.publish("full", paddedBody(name, 1000)); r != "OK" {
@@ -318,7 +318,7 @@ func TestFailedChannelWriteLeavesNoTrace(t *testing.T) {
 	for i := range five {
 		five[i] = paddedBody(fmt.Sprintf("m%d", i), 100)
 	}
-	if r := dialRaw(t, d.tcp).publish("t", five...); !strings.HasPrefix(r, "E_MPUB_FAILED ") {
+	if r := dialV2(t, d.tcp).publish("t", five...); !strings.HasPrefix(r, "E_MPUB_FAILED ") {
 		t.Fatalf("MPUB with a failing disk: %q", r)
 	}
 	cs, _ := d.channelStats("t", "c")
@@ -326,7 +326,7 @@ func TestFailedChannelWriteLeavesNoTrace(t *testing.T) {
 		t.Fatalf("failed MPUB left depth %d message_count %d (topic %d)", cs.Depth, cs.MessageCount, d.topicStats("t").MessageCount)
 	}
 	// Two PUBs fill the memory queue; the third needs the disk.
-	pc := dialRaw(t, d.tcp)
+	pc := dialV2(t, d.tcp)
 	for _, b := range five[:2] {
 		if r := pc.publish("t", b); r != "OK" {
 			t.Fatalf("PUB into memory: %q", r)
@@ -349,7 +349,7 @@ func TestFailedChannelWriteLeavesNoTrace(t *testing.T) {
 		t.Fatalf("/ping: %d %q", code, body)
 	}
 	fb.fail.Store(false)
-	if r := dialRaw(t, d.tcp).publish("t", five...); r != "OK" {
+	if r := dialV2(t, d.tcp).publish("t", five...); r != "OK" {
 		t.Fatalf("MPUB after the disk recovered: %q", r)
 	}
 	if code, body := d.do("GET", "/ping", ""); code != 200 {
@@ -368,7 +368,7 @@ func TestFailedChannelWriteLeavesNoTrace(t *testing.T) {
 	bad := injectFailures(t, d, "b", "bad")
 	bad.fail.Store(true)
 	var names []string
-	pc = dialRaw(t, d.tcp)
+	pc = dialV2(t, d.tcp)
 	for i := range 300 {
 		names = append(names, fmt.Sprintf("b%03d", i))
 		if r := pc.publish("b", paddedBody(names[i], 200)); r != "OK" {
@@ -528,7 +528,7 @@ func TestBacklogReachesConsumerOfFailingChannel(t *testing.T) {
 	f := injectFailures(t, d, "full", "c")
 	f.fail.Store(true)
 	var names []string
-	pc := dialRaw(t, d.tcp)
+	pc := dialV2(t, d.tcp)
 	for i := range 600 { // more than two drain batches
 		names = append(names, fmt.Sprintf("f%03d", i))
 		if r := pc.publish("full", paddedBody(names[i], 100)); r != "OK" {

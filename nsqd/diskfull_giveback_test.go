@@ -29,7 +29,7 @@ func TestFullDiskRecoversWhenConsumersCatchUp(t *testing.T) {
 	d.mustDo("POST", "/topic/create?topic=full", "", 200)
 	d.mustDo("POST", "/channel/create?topic=full&channel=c", "", 200)
 
-	pc := dialRaw(t, d.tcp)
+	pc := dialV2(t, d.tcp)
 	var acked []string
 	failure := ""
 	for i := 0; failure == "" && i < 10000; i++ {
@@ -54,7 +54,7 @@ func TestFullDiskRecoversWhenConsumersCatchUp(t *testing.T) {
 		code, _ := d.do("GET", "/ping", "")
 		return code == 200
 	})
-	pc = dialRaw(t, d.tcp)
+	pc = dialV2(t, d.tcp)
 	for i := range 200 {
 		name := fmt.Sprintf("after%03d", i)
 		if r := pc.publish("full", paddedBody(name, 1000)); r != "OK" {

@@ -89,20 +89,20 @@ func TestDrain(t *testing.T) {
 		{"PUB work", "E_PUB_FAILED PUB failed draining"},
 		{"DPUB work 1000", "E_DPUB_FAILED DPUB failed draining"},
 	} {
-		r := dialRaw(t, d.tcp)
+		r := dialV2(t, d.tcp)
 		r.send(tc.line, []byte("x"))
 		r.expectFatal(tc.want)
 	}
-	r := dialRaw(t, d.tcp)
+	r := dialV2(t, d.tcp)
 	r.send("MPUB work", append([]byte{0, 0, 0, 1, 0, 0, 0, 1}, 'x'))
 	r.expectFatal("E_MPUB_FAILED MPUB failed draining")
-	sub := dialRaw(t, d.tcp)
-	sub.identify(map[string]any{})
+	sub := dialV2(t, d.tcp)
+	sub.identifyJSON(map[string]any{})
 	sub.send("SUB work other")
 	sub.expectFatal("E_SUB_FAILED SUB failed draining")
 	// A topic with no channel keeps its backlog for the first one.
-	sub = dialRaw(t, d.tcp)
-	sub.identify(map[string]any{})
+	sub = dialV2(t, d.tcp)
+	sub.identifyJSON(map[string]any{})
 	sub.send("SUB idle first")
 	sub.expect(0, "OK")
 

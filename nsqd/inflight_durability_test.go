@@ -43,7 +43,7 @@ func TestCrashKeepsUnfinishedMessages(t *testing.T) {
 		}
 	}
 
-	c := dialRaw(t, d.tcp)
+	c := dialV2(t, d.tcp)
 	c.send("SUB t c")
 	c.expect(wire.FrameTypeResponse, "OK")
 	c.send("RDY 100")

@@ -48,9 +48,9 @@ func TestInFlightCountsAgainstMemoryBudget(t *testing.T) {
 	}
 
 	// Five consumers that subscribe with a big window and never read.
-	var stuck []*rawClient
+	var stuck []*v2conn
 	for range 5 {
-		c := dialRaw(t, d.tcp)
+		c := dialV2(t, d.tcp)
 		c.send("SUB big c")
 		c.expect(wire.FrameTypeResponse, "OK")
 		c.send("RDY 2500")

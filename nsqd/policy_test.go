@@ -200,7 +200,7 @@ func TestPolicyRejectNew(t *testing.T) {
 	d.mustDo("POST", "/channel/create?topic=orders&channel=free", "", http.StatusOK)
 	d.postPolicy("/channel/policy?topic=orders&channel=capped", `{"max_msgs":100,"overflow":"reject_new"}`)
 
-	c := dialRaw(t, d.tcp)
+	c := dialV2(t, d.tcp)
 	for i := 0; i < 98; i++ {
 		c.send("PUB orders", []byte(policyBody(i)))
 		c.expect(0, "OK")
@@ -213,12 +213,12 @@ func TestPolicyRejectNew(t *testing.T) {
 			t.Fatalf("%s: depth %d after a refused MPUB, want 98", ch, cs.Depth)
 		}
 	}
-	c = dialRaw(t, d.tcp)
+	c = dialV2(t, d.tcp)
 	c.send("MPUB orders", mpubBodyBytes(policyBodies(98, 100)))
 	c.expect(0, "OK")
 	c.send("PUB orders", []byte(policyBody(100)))
 	c.expectFatal("E_PUB_FAILED PUB failed queue full: channel orders/capped has max_msgs=100")
-	c = dialRaw(t, d.tcp)
+	c = dialV2(t, d.tcp)
 	c.send("DPUB orders 1000", []byte(policyBody(100)))
 	c.expectFatal("E_DPUB_FAILED DPUB failed queue full: channel orders/capped has max_msgs=100")
 	code, body := d.do("POST", "/pub?topic=orders", policyBody(100))

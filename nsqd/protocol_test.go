@@ -100,8 +100,8 @@ func v2MPUB(parts ...[]byte) []byte {
 	return v2Sized(inner)
 }
 
-// cmd sends a command line and, if given, a sized body.
-func (c *v2conn) cmd(line string, body ...[]byte) {
+// send writes a command line and, if given, a sized body.
+func (c *v2conn) send(line string, body ...[]byte) {
 	c.t.Helper()
 	buf := []byte(line + "\n")
 	for _, b := range body {
@@ -229,19 +229,19 @@ func (c *v2conn) identify(fields map[string]any) v2frame {
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	c.cmd("IDENTIFY", js)
+	c.send("IDENTIFY", js)
 	return c.next()
 }
 
 func (c *v2conn) sub(topic, channel string) {
 	c.t.Helper()
-	c.cmd("SUB " + topic + " " + channel)
+	c.send("SUB " + topic + " " + channel)
 	c.expectResponse("OK")
 }
 
 func (c *v2conn) pub(topic, body string) {
 	c.t.Helper()
-	c.cmd("PUB "+topic, []byte(body))
+	c.send("PUB "+topic, []byte(body))
 	c.expectResponse("OK")
 }
 
@@ -487,9 +487,9 @@ func TestFatalErrors(t *testing.T) {
 			c := dialV2(t, d.tcp)
 			for _, s := range tc.setup {
 				if js, ok := strings.CutPrefix(s, "IDENTIFY "); ok {
-					c.cmd("IDENTIFY", []byte(js))
+					c.send("IDENTIFY", []byte(js))
 				} else {
-					c.cmd(s)
+					c.send(s)
 				}
 				c.expectResponse("OK")
 			}
@@ -536,7 +536,7 @@ func testNonFatalErrors(t *testing.T, r *rig) {
 	a := r.dialV2(t, nil)
 	a.sub("nf", "ch")
 	a.pub("nf", "one")
-	a.cmd("RDY 1")
+	a.send("RDY 1")
 	m := a.expectMsg()
 	if m.body != "one" || m.attempts != 1 {
 		t.Fatalf("got %+v", m)
@@ -550,7 +550,7 @@ func testNonFatalErrors(t *testing.T, r *rig) {
 		// 16 arbitrary bytes are a valid token, just not in flight
 		{"FIN !!!!!!!!!!!!!!!!", "E_FIN_FAILED FIN !!!!!!!!!!!!!!!! failed ID not in flight"},
 	} {
-		a.cmd(tc.send)
+		a.send(tc.send)
 		a.expectError(tc.want)
 		a.pub("other", "still-alive") // the connection still works
 	}
@@ -563,15 +563,15 @@ func testNonFatalErrors(t *testing.T, r *rig) {
 		{"REQ " + m.id + " 0", "E_REQ_FAILED REQ " + m.id + " failed client does not own message"},
 		{"TOUCH " + m.id, "E_TOUCH_FAILED TOUCH " + m.id + " failed client does not own message"},
 	} {
-		b.cmd(tc.send)
+		b.send(tc.send)
 		b.expectError(tc.want)
 	}
 	b.pub("other", "b-alive")
 
 	// a still owns it: TOUCH and FIN work, a second FIN fails non-fatally.
-	a.cmd("TOUCH " + m.id)
-	a.cmd("FIN " + m.id)
-	a.cmd("FIN " + m.id)
+	a.send("TOUCH " + m.id)
+	a.send("FIN " + m.id)
+	a.send("FIN " + m.id)
 	a.expectError("E_FIN_FAILED FIN " + m.id + " failed ID not in flight")
 	// and a still receives messages afterwards (b has RDY 0)
 	b.pub("nf", "two")
@@ -591,19 +591,19 @@ func TestNOPAndCLS(t *testing.T) { forEachTransport(t, nil, testNOPAndCLS) }
 func testNOPAndCLS(t *testing.T, r *rig) {
 	d := r.d
 	c := r.dialV2(t, nil)
-	c.cmd("NOP")
+	c.send("NOP")
 	c.pub("cls", "a") // the reply right after NOP is PUB's: NOP sent nothing
 	c.sub("cls", "ch")
-	c.cmd("NOP")
-	c.cmd("RDY 1")
+	c.send("NOP")
+	c.send("RDY 1")
 	m := c.expectMsg()
-	c.cmd("CLS")
+	c.send("CLS")
 	c.expectResponse("CLOSE_WAIT")
-	c.cmd("RDY 5") // ignored while closing
+	c.send("RDY 5") // ignored while closing
 	c.pub("cls", "b")
 	c.pub("cls", "c")
-	c.cmd("FIN " + m.id)
-	c.cmd("NOP")
+	c.send("FIN " + m.id)
+	c.send("NOP")
 	c.pub("cls", "d")
 	testutil.WaitFor(t, "FIN after CLS to be processed", 5*time.Second, func() bool {
 		cs, _ := coreChannel(d, "cls", "ch")
@@ -613,7 +613,7 @@ func testNOPAndCLS(t *testing.T, r *rig) {
 	if len(cs.Clients) != 1 || cs.Clients[0].State != stateClosing || cs.Clients[0].ReadyCount != 0 || cs.Clients[0].FinishCount != 1 {
 		t.Fatalf("client after CLS: %+v", cs.Clients)
 	}
-	c.cmd("CLS")
+	c.send("CLS")
 	c.expectError("E_INVALID cannot CLS in current state")
 	c.expectClosed()
 }
@@ -708,7 +708,7 @@ func TestHeartbeatsDisabledWriteDeadline(t *testing.T) {
 	d := startDaemon(t, o)
 	c := dialV2(t, d.tcp)
 	c.pub("hb", "x") // arms a 500 ms write deadline for the reply
-	c.cmd("IDENTIFY", []byte(`{"heartbeat_interval":-1}`))
+	c.send("IDENTIFY", []byte(`{"heartbeat_interval":-1}`))
 	c.expectResponse("OK")
 	// Let every deadline from before IDENTIFY expire: the 500 ms write
 	// deadline, and the 1 s read deadline.
@@ -729,7 +729,7 @@ func TestHeartbeats(t *testing.T) {
 		if err != nil || !v2IsHeartbeat(f) {
 			t.Fatalf("heartbeat %d: %v %q", i, err, f.data)
 		}
-		c.cmd("NOP")
+		c.send("NOP")
 	}
 	if el := time.Since(start); el < 2900*time.Millisecond {
 		t.Fatalf("3 heartbeats in %s, want one per second", el)
@@ -762,7 +762,7 @@ func TestMPUBBadBodyDoesNotCreateTopic(t *testing.T) {
 	c.write(v2Cat(v2Line("MPUB mpub-trunc"), v2Int(100), v2Int(3), v2Sized([]byte("a")), v2Sized([]byte("b"))))
 	c.conn.Close()
 	c = dialV2(t, d.tcp)
-	c.cmd("MPUB mpub-good")
+	c.send("MPUB mpub-good")
 	c.write(v2MPUB([]byte("a"), []byte("b")))
 	c.expectResponse("OK")
 	if _, ok := d.GetExistingTopic("mpub-trunc"); ok {
@@ -799,15 +799,15 @@ func TestVanishingClients(t *testing.T) {
 	c := dialV2(t, d.tcp)
 	c.identify(map[string]any{"output_buffer_size": -1})
 	c.sub("van", "ch")
-	c.cmd("RDY 10")
+	c.send("RDY 10")
 	var msgs []v2msg
 	for i := 0; i < 10; i++ {
 		msgs = append(msgs, c.expectMsg())
 	}
-	c.cmd("RDY 0") // so FINs free no slot for more
+	c.send("RDY 0") // so FINs free no slot for more
 	finned := map[string]bool{}
 	for _, m := range msgs[:3] {
-		c.cmd("FIN " + m.id)
+		c.send("FIN " + m.id)
 		finned[m.body] = true
 	}
 	testutil.WaitFor(t, "3 FINs processed", 5*time.Second, func() bool {
@@ -888,7 +888,7 @@ func TestIdentifyChangesHeartbeat(t *testing.T) {
 		t.Fatalf("first heartbeat: %v %q", err, f.data)
 	}
 	sent := time.Now()
-	c.cmd("IDENTIFY", []byte(`{"heartbeat_interval":1500}`))
+	c.send("IDENTIFY", []byte(`{"heartbeat_interval":1500}`))
 	c.expectResponse("OK") // skips a heartbeat the old timer may still send
 	f, err := c.readFrame()
 	if err != nil || !v2IsHeartbeat(f) {
@@ -898,7 +898,7 @@ func TestIdentifyChangesHeartbeat(t *testing.T) {
 	if gap := time.Since(sent); gap < 1490*time.Millisecond {
 		t.Fatalf("first heartbeat %s after IDENTIFY, want the new 1.5 s interval", gap)
 	}
-	c.cmd("NOP")
+	c.send("NOP")
 	c.pub("hb", "alive")
 }
 

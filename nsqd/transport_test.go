@@ -10,7 +10,6 @@ import (
 	"bufio"
 	"bytes"
 	"crypto/rand"
-	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -181,13 +180,7 @@ func (r *rig) dialV2(t *testing.T, identify map[string]any) *v2conn {
 		t.Fatalf("IDENTIFY for %s: frame %d %q", m.name, reply.typ, reply.data)
 	}
 	if m.tls {
-		tc := tls.Client(c.conn, r.pki.clientTLS(m.clientCert))
-		_ = tc.SetDeadline(time.Now().Add(v2ReadTimeout))
-		if err := tc.Handshake(); err != nil {
-			t.Fatalf("TLS handshake: %v", err)
-		}
-		c.conn, c.r, c.w = tc, bufio.NewReader(tc), tc
-		c.expectResponse("OK")
+		c.upgradeTLS(r.pki.clientTLS(m.clientCert))
 	}
 	// The compressed stream may have begun in what c.r has already read,
 	// so the decompressor reads through c.r.

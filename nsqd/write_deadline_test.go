@@ -53,7 +53,7 @@ func dialSmallWindow(t *testing.T, addr string) net.Conn {
 // and returns a raw connection subscribed to it with RDY for all of them
 // and heartbeats (so write timeouts) of slowHeartbeatMs. Nothing is read
 // yet but the replies to IDENTIFY and SUB.
-func subscribeSlow(t *testing.T) (*testDaemon, *rawClient) {
+func subscribeSlow(t *testing.T) (*testDaemon, *v2conn) {
 	t.Helper()
 	d := startDaemon(t, testOptions(t))
 	body := make([]byte, slowMsgSize)
@@ -65,9 +65,9 @@ func subscribeSlow(t *testing.T) (*testDaemon, *rawClient) {
 		t.Fatal(err)
 	}
 	conn := dialSmallWindow(t, d.tcp)
-	c := &rawClient{t: t, conn: conn, r: bufio.NewReaderSize(conn, 4<<10)}
+	c := &v2conn{t: t, conn: conn, r: bufio.NewReaderSize(conn, 4<<10), w: conn}
 	c.write([]byte("  V2"))
-	c.identify(map[string]any{"heartbeat_interval": slowHeartbeatMs})
+	c.identifyJSON(map[string]any{"heartbeat_interval": slowHeartbeatMs})
 	c.send("SUB slow ch")
 	c.expect(0, "OK")
 	shrinkSendBuffers(t, d)

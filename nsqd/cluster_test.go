@@ -245,11 +245,11 @@ func TestReplicationSnapshotCatchUp(t *testing.T) {
 		o.clusterSnapshotInterval = 50 * time.Millisecond
 	})
 	const topic = "snapshotted"
-	waitFor(t, "the topic created", 30*time.Second, func() bool {
+	testutil.WaitFor(t, "the topic created", 30*time.Second, func() bool {
 		code, _ := nodes[0].do("POST", "/topic/create?replicas=3&topic="+topic, "")
 		return code == 200
 	})
-	waitFor(t, "the channel created", 30*time.Second, func() bool {
+	testutil.WaitFor(t, "the channel created", 30*time.Second, func() bool {
 		code, _ := nodes[0].do("POST", "/channel/create?topic="+topic+"&channel=c", "")
 		return code == 200
 	})
@@ -274,7 +274,7 @@ func TestReplicationSnapshotCatchUp(t *testing.T) {
 		other.mustDo("POST", "/pub?topic="+topic, fmt.Sprintf("m%d", i), 200)
 	}
 	snaps := filepath.Join(leader.opts.DataPath, "cluster", "snapshots")
-	waitFor(t, "a snapshot on the leader", 30*time.Second, func() bool {
+	testutil.WaitFor(t, "a snapshot on the leader", 30*time.Second, func() bool {
 		entries, _ := os.ReadDir(snaps)
 		return len(entries) > 0
 	})
@@ -288,7 +288,7 @@ func TestReplicationSnapshotCatchUp(t *testing.T) {
 	}
 	returned := &testDaemon{NSQD: back, t: t, tcp: back.TCPAddr().String(), http: back.HTTPAddr().String()}
 	t.Cleanup(returned.stop)
-	waitFor(t, "the returned node holds every message", 30*time.Second, func() bool {
+	testutil.WaitFor(t, "the returned node holds every message", 30*time.Second, func() bool {
 		v, ok := returned.repl.Topic(topic)
 		return ok && len(v.Channels) == 1 && v.Channels[0].Depth == n
 	})
@@ -299,5 +299,5 @@ func TestReplicationSnapshotCatchUp(t *testing.T) {
 	cfg := nsqConfig()
 	cfg.MaxInFlight = 100
 	newConsumer(t, next.tcp, topic, "c", cfg, s)
-	waitFor(t, "every message consumed from the new leader", 30*time.Second, func() bool { return s.distinct() == n })
+	testutil.WaitFor(t, "every message consumed from the new leader", 30*time.Second, func() bool { return s.distinct() == n })
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/nsqgo/nsq/internal/logging"
+	"github.com/nsqgo/nsq/internal/testutil"
 )
 
 // fakeCluster is a recorded cluster for tests that need more nodes than
@@ -341,19 +342,11 @@ func pagePaths(node string) []string {
 // has recorded once, so it cannot add to a page's request counts.
 func waitFirstPoll(tb testing.TB, a *Admin) {
 	tb.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	testutil.WaitFor(tb, "the first stats poll", 20*time.Second, func() bool {
 		a.history.mu.Lock()
-		n := len(a.history.series)
-		a.history.mu.Unlock()
-		if n > 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			tb.Fatal("the first stats poll did not finish within 20s")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		defer a.history.mu.Unlock()
+		return len(a.history.series) > 0
+	})
 }
 
 // getWith fetches url with the given header pairs.

@@ -1,66 +1,14 @@
 package lookupd
 
 import (
-	"bytes"
 	"encoding/binary"
 	"log/slog"
-	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/nsqgo/nsq/internal/testutil"
 )
-
-// scriptConn is a net.Conn whose reads return a fixed input, then EOF, and
-// whose writes are collected: one whole session per fuzz input, with no
-// sockets and no timing.
-type scriptConn struct {
-	in *bytes.Reader
-
-	mu     sync.Mutex
-	out    bytes.Buffer
-	closed bool
-}
-
-var scriptAddr = &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 4150}
-
-func (c *scriptConn) Read(b []byte) (int, error) {
-	c.mu.Lock()
-	closed := c.closed
-	c.mu.Unlock()
-	if closed {
-		return 0, net.ErrClosed
-	}
-	return c.in.Read(b)
-}
-
-func (c *scriptConn) Write(b []byte) (int, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return 0, net.ErrClosed
-	}
-	return c.out.Write(b)
-}
-
-func (c *scriptConn) Close() error {
-	c.mu.Lock()
-	c.closed = true
-	c.mu.Unlock()
-	return nil
-}
-
-func (c *scriptConn) output() []byte {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return bytes.Clone(c.out.Bytes())
-}
-
-func (c *scriptConn) LocalAddr() net.Addr              { return scriptAddr }
-func (c *scriptConn) RemoteAddr() net.Addr             { return scriptAddr }
-func (c *scriptConn) SetDeadline(time.Time) error      { return nil }
-func (c *scriptConn) SetReadDeadline(time.Time) error  { return nil }
-func (c *scriptConn) SetWriteDeadline(time.Time) error { return nil }
 
 func v1Sized(s string) string {
 	return string(binary.BigEndian.AppendUint32(nil, uint32(len(s)))) + s
@@ -106,19 +54,7 @@ func FuzzV1Protocol(f *testing.F) {
 			identifyReply: []byte(fuzzIdentifyReply),
 			idleTimeout:   time.Minute,
 		}, logger)
-		c := &scriptConn{in: bytes.NewReader(in)}
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			s.handle(c)
-		}()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			t.Fatalf("connection still open 10s after its input ended")
-		}
-
-		out := c.output()
+		out := testutil.RunScript(t, in, 0, s.handle)
 		sawError := false
 		for len(out) > 0 {
 			if sawError {

@@ -2,7 +2,6 @@ package lookupd
 
 import (
 	"bytes"
-	"context"
 	"encoding/binary"
 	"encoding/json"
 	"io"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/nsqgo/nsq/internal/logging"
+	"github.com/nsqgo/nsq/internal/testutil"
 	"github.com/nsqgo/nsq/internal/wire"
 )
 
@@ -28,32 +28,8 @@ func startLookupd(t testing.TB, mutate func(*Options)) *LOOKUPD {
 		mutate(opts)
 	}
 	l, err := New(opts)
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
-	if err := l.Start(); err != nil {
-		t.Fatalf("Start: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := l.Shutdown(ctx); err != nil {
-			t.Errorf("Shutdown: %v", err)
-		}
-	})
+	testutil.Serve(t, l, err)
 	return l
-}
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // v1Conn is a raw protocol V1 client.

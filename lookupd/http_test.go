@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nsqgo/nsq/internal/testutil"
 )
 
 func TestHTTPPingInfo(t *testing.T) {
@@ -225,7 +227,7 @@ func TestHTTPTombstone(t *testing.T) {
 	if len(other.Producers) != 1 {
 		t.Errorf("tombstone leaked to another topic: %+v", other)
 	}
-	waitFor(t, 5*time.Second, "tombstoned producer to return after its lifetime", func() bool {
+	testutil.WaitFor(t, "tombstoned producer to return after its lifetime", 5*time.Second, func() bool {
 		return len(ports()) == 2
 	})
 	if elapsed := time.Since(start); elapsed < lifetime {
@@ -246,7 +248,7 @@ func TestHTTPInactiveProducer(t *testing.T) {
 		getJSON(t, l, path, &r)
 		return len(r.Producers)
 	}
-	waitFor(t, 5*time.Second, "silent producer to be hidden from /lookup and /nodes", func() bool {
+	testutil.WaitFor(t, "silent producer to be hidden from /lookup and /nodes", 5*time.Second, func() bool {
 		return count("/lookup?topic=t") == 0 && count("/nodes") == 0
 	})
 	// Still registered: only hidden.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nsqgo/nsq/internal/logging"
+	"github.com/nsqgo/nsq/internal/testutil"
 )
 
 func TestNewOptionsDefaults(t *testing.T) {
@@ -97,7 +98,7 @@ func TestShutdownClosesPeersAndFreesAddresses(t *testing.T) {
 		t.Errorf("Shutdown without Start: %v", err)
 	}
 	http.DefaultClient.CloseIdleConnections()
-	waitFor(t, 5*time.Second, "goroutines to return to the baseline", func() bool {
+	testutil.WaitFor(t, "goroutines to return to the baseline", 5*time.Second, func() bool {
 		return runtime.NumGoroutine() <= before
 	})
 }

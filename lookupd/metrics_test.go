@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/nsqgo/nsq/internal/testutil"
 	"github.com/nsqgo/nsq/internal/version"
 )
 
@@ -88,7 +89,7 @@ func TestLookupdMetrics(t *testing.T) {
 
 	// A disconnected nsqd stops being a producer.
 	b.conn.Close()
-	waitFor(t, 5*time.Second, "producer gone", func() bool {
+	testutil.WaitFor(t, "producer gone", 5*time.Second, func() bool {
 		return lookupdGauges(t, l)["nsq_lookupd_producers"] == 1
 	})
 	if got := lookupdGauges(t, l)["nsq_lookupd_topic_producers{t1}"]; got != 1 {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nsqgo/nsq/internal/testutil"
 	"github.com/nsqgo/nsq/internal/version"
 )
 
@@ -115,7 +116,7 @@ func TestV1DisconnectRemovesRegistrations(t *testing.T) {
 		t.Fatalf("%d producers, want 2", n)
 	}
 	a.conn.Close()
-	waitFor(t, 5*time.Second, "a's registrations to go", func() bool {
+	testutil.WaitFor(t, "a's registrations to go", 5*time.Second, func() bool {
 		return len(db.LookupRegistrations(a.conn.LocalAddr().String())) == 0
 	})
 	ps := db.FindProducers("topic", "t", "")
@@ -198,7 +199,7 @@ func TestV1Errors(t *testing.T) {
 			}
 			c.expectClosed()
 			id := c.conn.LocalAddr().String()
-			waitFor(t, 5*time.Second, "registrations of the closed peer to go", func() bool {
+			testutil.WaitFor(t, "registrations of the closed peer to go", 5*time.Second, func() bool {
 				return len(l.DB().LookupRegistrations(id)) == 0
 			})
 		})
@@ -240,7 +241,7 @@ func TestV1TruncatedInput(t *testing.T) {
 	if got := c.cmd("REGISTER t"); got != "OK" {
 		t.Fatalf("REGISTER = %q", got)
 	}
-	waitFor(t, 5*time.Second, "only one client registered", func() bool {
+	testutil.WaitFor(t, "only one client registered", 5*time.Second, func() bool {
 		return len(l.DB().FindProducers("client", "", "")) == 1
 	})
 }
@@ -269,7 +270,7 @@ func TestV1PingRefreshesLastUpdate(t *testing.T) {
 	c := dialV1(t, l)
 	c.identify(1)
 	first := l.DB().FindProducers("client", "", "")[0].LastUpdate
-	waitFor(t, 5*time.Second, "PING to advance last update", func() bool {
+	testutil.WaitFor(t, "PING to advance last update", 5*time.Second, func() bool {
 		c.cmd("PING")
 		return l.DB().FindProducers("client", "", "")[0].LastUpdate.After(first)
 	})

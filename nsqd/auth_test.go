@@ -13,6 +13,9 @@ import (
 	"time"
 
 	"github.com/nsqio/go-nsq"
+
+	"github.com/nsqgo/nsq/internal/testutil"
+	"github.com/nsqgo/nsq/internal/wire"
 )
 
 // authServer is an httptest NSQ auth server that counts its queries.
@@ -145,7 +148,7 @@ func testAuthAllowed(t *testing.T, method string) {
 	if err := p.Publish("pubonly", []byte("x")); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "messages", 10*time.Second, func() bool { return s.has([]string{"pub", "mpub1", "mpub2", "dpub"}) })
+	testutil.WaitFor(t, "messages", 10*time.Second, func() bool { return s.has([]string{"pub", "mpub1", "mpub2", "dpub"}) })
 
 	if got := as.lastMethod(); !strings.EqualFold(got, method) {
 		t.Errorf("auth server asked with %s, want %s", got, method)
@@ -167,44 +170,44 @@ func TestAuthProtocolErrors(t *testing.T) {
 	as := newAuthServer(t, standardAuthReply)
 	d := authDaemon(t, "http://"+as.addr()+"/auth") // the verbatim URL form
 
-	c := dialRaw(t, d.tcp)
-	if r := c.identify(map[string]any{}); r["auth_required"] != true {
+	c := dialV2(t, d.tcp)
+	if r := c.identifyJSON(map[string]any{}); r["auth_required"] != true {
 		t.Errorf("IDENTIFY auth_required = %v", r["auth_required"])
 	}
 
 	for _, tc := range []struct {
 		name string
-		run  func(c *rawClient)
+		run  func(c *v2conn)
 		want string
 	}{
-		{"PUB before AUTH", func(c *rawClient) { c.send("PUB allowed", []byte("x")) }, "E_AUTH_FIRST AUTH required before PUB"},
-		{"MPUB before AUTH", func(c *rawClient) { c.send("MPUB allowed") }, "E_AUTH_FIRST AUTH required before MPUB"},
-		{"DPUB before AUTH", func(c *rawClient) { c.send("DPUB allowed 10", []byte("x")) }, "E_AUTH_FIRST AUTH required before DPUB"},
-		{"SUB before AUTH", func(c *rawClient) { c.send("SUB allowed ch") }, "E_AUTH_FIRST AUTH required before SUB"},
-		{"unknown secret", func(c *rawClient) { c.send("AUTH", []byte("wrong")) }, "E_AUTH_FAILED AUTH failed"},
-		{"no authorizations", func(c *rawClient) { c.send("AUTH", []byte("none")) }, "E_UNAUTHORIZED AUTH no authorizations found"},
-		{"AUTH parameters", func(c *rawClient) { c.send("AUTH x", []byte("good")) }, "E_INVALID AUTH invalid number of parameters"},
-		{"AUTH twice", func(c *rawClient) {
+		{"PUB before AUTH", func(c *v2conn) { c.send("PUB allowed", []byte("x")) }, "E_AUTH_FIRST AUTH required before PUB"},
+		{"MPUB before AUTH", func(c *v2conn) { c.send("MPUB allowed") }, "E_AUTH_FIRST AUTH required before MPUB"},
+		{"DPUB before AUTH", func(c *v2conn) { c.send("DPUB allowed 10", []byte("x")) }, "E_AUTH_FIRST AUTH required before DPUB"},
+		{"SUB before AUTH", func(c *v2conn) { c.send("SUB allowed ch") }, "E_AUTH_FIRST AUTH required before SUB"},
+		{"unknown secret", func(c *v2conn) { c.send("AUTH", []byte("wrong")) }, "E_AUTH_FAILED AUTH failed"},
+		{"no authorizations", func(c *v2conn) { c.send("AUTH", []byte("none")) }, "E_UNAUTHORIZED AUTH no authorizations found"},
+		{"AUTH parameters", func(c *v2conn) { c.send("AUTH x", []byte("good")) }, "E_INVALID AUTH invalid number of parameters"},
+		{"AUTH twice", func(c *v2conn) {
 			c.send("AUTH", []byte("good"))
 			c.frame()
 			c.send("AUTH", []byte("good"))
 		}, "E_INVALID AUTH already set"},
-		{"PUB denied", func(c *rawClient) {
+		{"PUB denied", func(c *v2conn) {
 			c.send("AUTH", []byte("good"))
 			c.expect(0, `{"identity":"alice","identity_url":"https://id.example/alice","permission_count":2}`)
 			c.send("PUB other", []byte("x"))
 		}, `E_UNAUTHORIZED AUTH failed for PUB on "other" ""`},
-		{"MPUB denied", func(c *rawClient) {
+		{"MPUB denied", func(c *v2conn) {
 			c.send("AUTH", []byte("good"))
 			c.frame()
 			c.send("MPUB other")
 		}, `E_UNAUTHORIZED AUTH failed for MPUB on "other" ""`},
-		{"SUB without subscribe permission", func(c *rawClient) {
+		{"SUB without subscribe permission", func(c *v2conn) {
 			c.send("AUTH", []byte("good"))
 			c.frame()
 			c.send("SUB pubonly ch")
 		}, `E_UNAUTHORIZED AUTH failed for SUB on "pubonly" "ch"`},
-		{"AUTH after SUB", func(c *rawClient) {
+		{"AUTH after SUB", func(c *v2conn) {
 			c.send("AUTH", []byte("good"))
 			c.frame()
 			c.send("SUB not-allowed-by-anchor ch") // "allowed" is unanchored
@@ -213,7 +216,7 @@ func TestAuthProtocolErrors(t *testing.T) {
 		}, "E_INVALID cannot AUTH in current state"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := dialRaw(t, d.tcp)
+			c := dialV2(t, d.tcp)
 			tc.run(c)
 			c.expectFatal(tc.want)
 		})
@@ -222,8 +225,8 @@ func TestAuthProtocolErrors(t *testing.T) {
 
 func TestAuthDisabled(t *testing.T) {
 	d := startDaemon(t, testOptions(t))
-	c := dialRaw(t, d.tcp)
-	if r := c.identify(map[string]any{}); r["auth_required"] != false {
+	c := dialV2(t, d.tcp)
+	if r := c.identifyJSON(map[string]any{}); r["auth_required"] != false {
 		t.Errorf("IDENTIFY auth_required = %v", r["auth_required"])
 	}
 	c.send("AUTH", []byte("secret"))
@@ -242,7 +245,7 @@ func TestAuthServerFailures(t *testing.T) {
 	for name, body := range bad {
 		as := newAuthServer(t, func(int, url.Values) (int, string) { return 200, body })
 		d := authDaemon(t, as.addr())
-		c := dialRaw(t, d.tcp)
+		c := dialV2(t, d.tcp)
 		c.t = t
 		c.send("AUTH", []byte("s"))
 		c.expectFatal("E_AUTH_FAILED AUTH failed")
@@ -251,7 +254,7 @@ func TestAuthServerFailures(t *testing.T) {
 		}
 	}
 	d := authDaemon(t, deadAddr(t))
-	c := dialRaw(t, d.tcp)
+	c := dialV2(t, d.tcp)
 	c.send("AUTH", []byte("s"))
 	c.expectFatal("E_AUTH_FAILED AUTH failed")
 }
@@ -264,7 +267,7 @@ func TestAuthFailover(t *testing.T) {
 	d := authDaemon(t, deadAddr(t), broken.addr(), good.addr())
 	const conns = 12
 	for i := 0; i < conns; i++ {
-		c := dialRaw(t, d.tcp)
+		c := dialV2(t, d.tcp)
 		c.send("AUTH", []byte("good"))
 		c.expect(0, `{"identity":"alice","identity_url":"https://id.example/alice","permission_count":2}`)
 		c.send("PUB allowed", []byte("x"))
@@ -291,7 +294,7 @@ func TestAuthTTL(t *testing.T) {
 		return 200, fmt.Sprintf(`{"ttl":1,"identity":"i","authorizations":[{"topic":%q,"channels":[".*"],"permissions":["publish"]}]}`, topic)
 	})
 	d := authDaemon(t, as.addr())
-	c := dialRaw(t, d.tcp)
+	c := dialV2(t, d.tcp)
 	c.send("AUTH", []byte("s"))
 	c.frame()
 	for i := 0; i < 3; i++ {
@@ -302,44 +305,33 @@ func TestAuthTTL(t *testing.T) {
 		t.Fatalf("%d queries within the TTL, want 1", as.hits())
 	}
 	// Publish until the answer expires and the re-query revokes it.
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	var data string
+	testutil.WaitFor(t, "a re-query after the 1 s TTL to refuse PUB", 5*time.Second, func() bool {
 		c.send("PUB allowed", []byte("x"))
-		typ, data := c.frame()
-		if typ == 1 {
-			if want := `E_UNAUTHORIZED AUTH failed for PUB on "allowed" ""`; data != want {
-				t.Fatalf("after TTL: %q, want %q", data, want)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no re-query within 5 s of a 1 s TTL")
-		}
-		time.Sleep(20 * time.Millisecond)
+		typ, got := c.frame()
+		data = got
+		return typ == wire.FrameTypeError
+	})
+	if want := `E_UNAUTHORIZED AUTH failed for PUB on "allowed" ""`; data != want {
+		t.Fatalf("after TTL: %q, want %q", data, want)
 	}
 	if as.hits() != 2 {
 		t.Errorf("%d queries, want 2", as.hits())
 	}
 
 	// A re-query that fails is E_AUTH_FAILED.
-	c = dialRaw(t, d.tcp)
+	c = dialV2(t, d.tcp)
 	c.send("AUTH", []byte("s"))
 	c.frame()
 	as.Close()
-	deadline = time.Now().Add(5 * time.Second)
-	for {
+	testutil.WaitFor(t, "a re-query after the 1 s TTL to fail", 5*time.Second, func() bool {
 		c.send("PUB elsewhere", []byte("x"))
-		typ, data := c.frame()
-		if typ == 1 {
-			if data != "E_AUTH_FAILED AUTH failed" {
-				t.Fatalf("re-query with the server down: %q", data)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no re-query within 5 s of a 1 s TTL")
-		}
-		time.Sleep(20 * time.Millisecond)
+		typ, got := c.frame()
+		data = got
+		return typ == wire.FrameTypeError
+	})
+	if data != "E_AUTH_FAILED AUTH failed" {
+		t.Fatalf("re-query with the server down: %q", data)
 	}
 }
 

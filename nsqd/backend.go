@@ -16,7 +16,6 @@ type backendQueue interface {
 	PutBatch(recs [][]byte) error
 	Next() ([]byte, error) // diskqueue.ErrEmpty when there is nothing
 	Depth() int64
-	Sync() error
 	Close() error
 	Delete() error
 	// Detach is the locked half of Delete: it frees the queue's name at
@@ -60,6 +59,7 @@ type queueConfig struct {
 	// deadLetter publishes bodies as new messages of topic (policy.go).
 	policyDefaults *policySettings
 	deadLetter     func(topic string, bodies [][]byte) error
+	clock          clock // nil: the real clock (clock.go)
 }
 
 // queueBytes is the daemon-wide memory-queue byte counter, if any.
@@ -111,7 +111,6 @@ func (discardBackend) Put([]byte) error        { return nil }
 func (discardBackend) PutBatch([][]byte) error { return nil }
 func (discardBackend) Next() ([]byte, error)   { return nil, diskqueue.ErrEmpty }
 func (discardBackend) Depth() int64            { return 0 }
-func (discardBackend) Sync() error             { return nil }
 func (discardBackend) Close() error            { return nil }
 func (discardBackend) Delete() error           { return nil }
 func (discardBackend) Empty() error            { return nil }

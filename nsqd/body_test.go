@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nsqgo/nsq/internal/testutil"
 )
 
 // startDaemonWith is startDaemon with a chance to adjust the daemon
@@ -47,10 +49,10 @@ func TestDeclaredBodiesAllocateNothingUntilSent(t *testing.T) {
 	before := liveHeap()
 	commands := []string{"IDENTIFY", "PUB idle", "DPUB idle 10", "MPUB idle"}
 	for i := range idle {
-		c := dialRaw(t, d.tcp)
+		c := dialV2(t, d.tcp)
 		c.write(v2Cat(v2Line(commands[i%len(commands)]), v2Int(size)))
 	}
-	waitFor(t, "every idle connection to wait for its body", 10*time.Second, func() bool {
+	testutil.WaitFor(t, "every idle connection to wait for its body", 10*time.Second, func() bool {
 		return d.guard.bodies.count.Load() == idle
 	})
 	if grew := int64(liveHeap()) - int64(before); grew > 64<<20 {
@@ -75,9 +77,9 @@ func TestPartialBodyHoldsWhatArrived(t *testing.T) {
 	o := testOptions(t)
 	o.MaxMsgSize = size
 	d := startDaemon(t, o)
-	c := dialRaw(t, d.tcp)
+	c := dialV2(t, d.tcp)
 	c.write(v2Cat(v2Line("PUB partial"), v2Int(size), make([]byte, sent)))
-	waitFor(t, "the sent part to be read", 10*time.Second, func() bool {
+	testutil.WaitFor(t, "the sent part to be read", 10*time.Second, func() bool {
 		return d.guard.bodies.held.Load() >= sent
 	})
 	if held := d.guard.bodies.held.Load(); held > 2*sent+bodyChunk {
@@ -87,7 +89,7 @@ func TestPartialBodyHoldsWhatArrived(t *testing.T) {
 		t.Fatalf("memory info %+v", info)
 	}
 	c.conn.Close()
-	waitFor(t, "the abandoned body to be released", 10*time.Second, func() bool {
+	testutil.WaitFor(t, "the abandoned body to be released", 10*time.Second, func() bool {
 		return d.guard.bodies.held.Load() == 0 && d.guard.bodies.count.Load() == 0
 	})
 }
@@ -102,16 +104,16 @@ func TestUnfinishedBodyBudget(t *testing.T) {
 	o.MaxBodySize = body
 	d := startDaemonWith(t, o, func(n *NSQD) { n.guard.bodies = newBodyBudget(budget, 200*time.Millisecond) })
 	// [body size][count 1][part size] and most of the part
-	hog := func() *rawClient {
-		c := dialRaw(t, d.tcp)
+	hog := func() *v2conn {
+		c := dialV2(t, d.tcp)
 		c.write(v2Cat(v2Line("MPUB hog"), v2Int(body), v2Int(1), v2Int(body-8), make([]byte, body/2)))
 		return c
 	}
-	var hogs []*rawClient
+	var hogs []*v2conn
 	for range budget / body {
 		hogs = append(hogs, hog())
 	}
-	waitFor(t, "the hogs to fill the budget", 10*time.Second, func() bool {
+	testutil.WaitFor(t, "the hogs to fill the budget", 10*time.Second, func() bool {
 		return d.guard.bodies.held.Load() == budget
 	})
 
@@ -120,7 +122,7 @@ func TestUnfinishedBodyBudget(t *testing.T) {
 	if typ != 1 || !strings.HasPrefix(msg, "E_MPUB_FAILED MPUB failed: unfinished message bodies use the daemon's memory budget") {
 		t.Fatalf("late body: frame %d %q", typ, msg)
 	}
-	if _, _, err := late.readFrame(); err == nil {
+	if _, err := late.readFrame(); err == nil {
 		t.Fatal("connection still open after the refusal")
 	}
 	if code, msg := d.do("POST", "/pub?topic=others", strings.Repeat("x", 100<<10)); code != http.StatusServiceUnavailable ||
@@ -129,7 +131,7 @@ func TestUnfinishedBodyBudget(t *testing.T) {
 	}
 
 	// small bodies are never unfinished long enough to need the budget
-	c := dialRaw(t, d.tcp)
+	c := dialV2(t, d.tcp)
 	c.send("PUB others", []byte("small"))
 	c.expect(0, "OK")
 	if code, msg := d.do("POST", "/pub?topic=others", "small"); code != http.StatusOK {
@@ -140,7 +142,7 @@ func TestUnfinishedBodyBudget(t *testing.T) {
 	}
 
 	hogs[0].conn.Close()
-	waitFor(t, "the closed hog's bytes to be released", 10*time.Second, func() bool {
+	testutil.WaitFor(t, "the closed hog's bytes to be released", 10*time.Second, func() bool {
 		return d.guard.bodies.held.Load() <= budget-body
 	})
 	if code, msg := d.do("POST", "/pub?topic=others", strings.Repeat("x", 100<<10)); code != http.StatusOK {
@@ -155,7 +157,7 @@ func TestUnfinishedBodyBudget(t *testing.T) {
 // body ends.
 func TestMPUBPartOverrunsBody(t *testing.T) {
 	d := startDaemon(t, testOptions(t))
-	c := dialRaw(t, d.tcp)
+	c := dialV2(t, d.tcp)
 	// body of 10 bytes: count 1, a part of 100 bytes, 2 bytes of it
 	c.write(v2Cat(v2Line("MPUB overrun"), v2Int(10), v2Int(1), v2Int(100), []byte("ab"),
 		v2Line("PUB overrun"), v2Sized([]byte("next command"))))
@@ -164,7 +166,7 @@ func TestMPUBPartOverrunsBody(t *testing.T) {
 		t.Fatalf("%d messages published from an overrunning MPUB", tp.messageCount.Load())
 	}
 
-	c = dialRaw(t, d.tcp)
+	c = dialV2(t, d.tcp)
 	c.write(v2Cat(v2Line("MPUB trailing"), v2Int(4+5+4), v2Int(1), v2Sized([]byte("a")), []byte("junk"),
 		v2Line("PUB trailing"), v2Sized([]byte("b"))))
 	c.expect(0, "OK")

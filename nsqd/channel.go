@@ -98,7 +98,7 @@ type Channel struct {
 	subs           []*Subscription
 	rr             int
 	exiting        bool
-	timer          *time.Timer
+	timer          clockTimer
 	timerAt        int64 // deadline the timer is armed for; 0 = unarmed
 	topo           channelTopology
 }
@@ -210,7 +210,7 @@ func (s *Subscription) Finish(id MessageID) error {
 	}
 	s.finished.Add(1)
 	if ch.e2e != nil {
-		ch.e2e.observe(time.Now().UnixNano() - m.Timestamp)
+		ch.e2e.observe(ch.cfg.now() - m.Timestamp)
 	}
 	ch.dropLocked(m)
 	ch.fillLocked(s)
@@ -259,7 +259,7 @@ func (s *Subscription) Requeue(id MessageID, delay time.Duration) error {
 		r.Requeued(ch.topicName, ch.name, id, due)
 	}
 	if delay > 0 {
-		ch.deferLocked(m, time.Now().Add(delay).UnixNano())
+		ch.deferLocked(m, ch.cfg.now()+int64(delay))
 	} else {
 		ch.q.pushFrontLocked(m)
 	}
@@ -280,12 +280,12 @@ func (s *Subscription) Touch(id MessageID) error {
 	if m.owner != s {
 		return errNotOwner
 	}
-	deadline := time.Now().Add(s.msgTimeout).UnixNano()
+	deadline := ch.cfg.now() + int64(s.msgTimeout)
 	if limit := m.deliveredAt + int64(ch.cfg.maxMsgTimeout); deadline > limit {
 		deadline = limit
 	}
 	s.flight.remove(m)
-	m.Priority = deadline
+	m.Due = deadline
 	s.flight.insert(m)
 	return nil
 }
@@ -421,12 +421,12 @@ func (ch *Channel) deliverLocked(m *Message, s *Subscription, now int64) {
 	m.Attempts++
 	m.owner = s
 	m.deliveredAt = now
-	m.Priority = now + int64(s.msgTimeout)
+	m.Due = now + int64(s.msgTimeout)
 	ch.inFlight[m.ID] = m
 	ch.flightMem += memSize(m)
 	s.flight.insert(m)
 	s.inFlight.Add(1)
-	ch.armLocked(m.Priority)
+	ch.armLocked(m.Due)
 	if s.locality != localityNone {
 		ch.topo.count(s.locality)
 	}
@@ -438,7 +438,7 @@ func (ch *Channel) fillLocked(s *Subscription) {
 	if ch.paused.Load() || s.closing {
 		return
 	}
-	now := time.Now().UnixNano()
+	now := ch.cfg.now()
 	for s.inFlight.Load() < s.rdy.Load() {
 		m := ch.nextLiveLocked()
 		if m == nil {
@@ -453,7 +453,7 @@ func (ch *Channel) fillAllLocked() {
 	if ch.paused.Load() {
 		return
 	}
-	now := time.Now().UnixNano()
+	now := ch.cfg.now()
 	for {
 		s := ch.readySubLocked()
 		if s == nil {
@@ -473,9 +473,9 @@ func (ch *Channel) armLocked(deadline int64) {
 		return
 	}
 	ch.timerAt = deadline
-	d := time.Duration(deadline - time.Now().UnixNano())
+	d := time.Duration(deadline - ch.cfg.now())
 	if ch.timer == nil {
-		ch.timer = time.AfterFunc(d, ch.onTimer)
+		ch.timer = ch.cfg.afterFunc(d, ch.onTimer)
 		return
 	}
 	ch.timer.Reset(d)
@@ -493,7 +493,7 @@ func (ch *Channel) onTimer() {
 	if ch.exiting {
 		return
 	}
-	now := time.Now().UnixNano()
+	now := ch.cfg.now()
 	p := ch.q.policy()
 	for _, s := range ch.subs {
 		for m := s.flight.popExpired(now); m != nil; m = s.flight.popExpired(now) {
@@ -511,7 +511,7 @@ func (ch *Channel) onTimer() {
 	ch.fillAllLocked()
 	for _, s := range ch.subs {
 		if m := s.flight.head; m != nil {
-			ch.armLocked(m.Priority)
+			ch.armLocked(m.Due)
 		}
 	}
 }

@@ -3,7 +3,6 @@ package nsqd
 import (
 	"errors"
 	"fmt"
-	"time"
 )
 
 // How a channel's ready queue is filled (put) and emptied (nextLocked and
@@ -21,52 +20,62 @@ const (
 
 // put takes this channel's copies of newly published messages. It is all
 // or nothing: a failed disk write returns an error and changes nothing.
-func (ch *Channel) put(msgs []*Message) error {
-	_, err := ch.tryPut(msgs, true)
-	return err
-}
-
-// tryPut is put; with allowDisk false it does nothing and reports false
-// when msgs would have to be written to disk, so that fan-out can do the
-// channels that need the disk in parallel.
 //
 // A batch goes to memory (or straight to ready subscribers) whole, or to
 // disk whole: never split, so that it keeps its order and a failed write
 // leaves nothing behind. Deferred messages (DPUB) always go to the
 // channel's deferred queue.
-func (ch *Channel) tryPut(msgs []*Message, allowDisk bool) (done bool, err error) {
-	now := time.Now().UnixNano()
+func (ch *Channel) put(msgs []*Message) error {
+	now := ch.cfg.now()
 	ch.mu.Lock()
 	defer ch.unlock()
 	if ch.exiting {
-		return true, errChannelClosed
+		return errChannelClosed
 	}
-	ready, readyBytes := countReady(msgs, now)
-	if ready == 0 || ch.fitsLocked(ready, readyBytes) {
-		ch.acceptLocked(msgs, now, true)
-		ch.q.dropOldestLocked(ch.q.policy())
-		return true, nil
+	if ch.putInMemoryLocked(msgs, now) {
+		return nil
 	}
-	if !allowDisk {
-		return false, nil
-	}
-	toDisk := make([]*Message, 0, ready)
+	toDisk := make([]*Message, 0, len(msgs))
 	for _, m := range msgs {
 		if m.deferUntil <= now {
 			toDisk = append(toDisk, m)
 		}
 	}
-	err = ch.q.writeLocked(toDisk)
-	if err != nil {
+	if err := ch.q.writeLocked(toDisk); err != nil {
 		if ch.exiting {
-			return true, errChannelClosed
+			return errChannelClosed
 		}
-		return true, fmt.Errorf("channel %s/%s: %w", ch.topicName, ch.name, err)
+		return fmt.Errorf("channel %s/%s: %w", ch.topicName, ch.name, err)
 	}
 	ch.acceptLocked(msgs, now, false)
 	ch.fillAllLocked()
 	ch.q.dropOldestLocked(ch.q.policy())
-	return true, nil
+	return nil
+}
+
+// putWithoutDisk is put for a batch that fits in memory. When it would have
+// to be written to disk it does nothing and reports needsDisk, so that
+// fan-out can do the channels that need the disk in parallel (with put).
+func (ch *Channel) putWithoutDisk(msgs []*Message) (needsDisk bool, err error) {
+	now := ch.cfg.now()
+	ch.mu.Lock()
+	defer ch.unlock()
+	if ch.exiting {
+		return false, errChannelClosed
+	}
+	return !ch.putInMemoryLocked(msgs, now), nil
+}
+
+// putInMemoryLocked takes msgs if the ready ones fit in memory (or there
+// are none) and reports whether it did.
+func (ch *Channel) putInMemoryLocked(msgs []*Message, now int64) bool {
+	ready, readyBytes := countReady(msgs, now)
+	if ready != 0 && !ch.fitsLocked(ready, readyBytes) {
+		return false
+	}
+	ch.acceptLocked(msgs, now, true)
+	ch.q.dropOldestLocked(ch.q.policy())
+	return true
 }
 
 // putFromBacklog is put for a topic's backlog. When storing fails, it
@@ -78,7 +87,7 @@ func (ch *Channel) putFromBacklog(msgs []*Message) (taken int, err error) {
 	if err = ch.put(msgs); err == nil || errors.Is(err, errChannelClosed) {
 		return len(msgs), err
 	}
-	now := time.Now().UnixNano()
+	now := ch.cfg.now()
 	ch.mu.Lock()
 	defer ch.unlock()
 	if ch.exiting || ch.paused.Load() || ch.q.lenLocked() > 0 || ch.q.diskBusyLocked() {

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nsqgo/nsq/internal/testutil"
 )
 
 func TestLocalityOf(t *testing.T) {
@@ -80,10 +82,10 @@ func TestPickByTopology(t *testing.T) {
 }
 
 // topologyConsumer is a raw consumer that IDENTIFYs with a topology.
-func topologyConsumer(t *testing.T, d *testDaemon, region, zone string) (*rawClient, map[string]any) {
+func topologyConsumer(t *testing.T, d *testDaemon, region, zone string) (*v2conn, map[string]any) {
 	t.Helper()
-	c := dialRaw(t, d.tcp)
-	reply := c.identify(map[string]any{"topology_region": region, "topology_zone": zone, "client_id": region + "/" + zone})
+	c := dialV2(t, d.tcp)
+	reply := c.identifyJSON(map[string]any{"topology_region": region, "topology_zone": zone, "client_id": region + "/" + zone})
 	c.send("SUB topo ch")
 	c.expect(0, "OK")
 	return c, reply
@@ -106,7 +108,7 @@ func TestZoneAwareDelivery(t *testing.T) {
 	}
 	region, _ := topologyConsumer(t, d, "r1", "z2")
 	global, _ := topologyConsumer(t, d, "r2", "z9")
-	for _, c := range []*rawClient{zone, region, global} {
+	for _, c := range []*v2conn{zone, region, global} {
 		c.send("RDY 50")
 	}
 	waitReady(t, d, "topo", "ch", 3)
@@ -121,7 +123,7 @@ func TestZoneAwareDelivery(t *testing.T) {
 	publish := func(n int, want map[string]int64) {
 		t.Helper()
 		d.mustDo("POST", "/mpub?topic=topo", strings.Repeat("m\n", n), 200)
-		waitFor(t, fmt.Sprintf("in flight %v", want), 10*time.Second, func() bool {
+		testutil.WaitFor(t, fmt.Sprintf("in flight %v", want), 10*time.Second, func() bool {
 			return fmt.Sprint(inFlight()) == fmt.Sprint(want)
 		})
 	}
@@ -152,7 +154,7 @@ func TestZoneAwareDeliveryOff(t *testing.T) {
 	}
 	waitReady(t, d, "topo", "ch", 3)
 	d.mustDo("POST", "/mpub?topic=topo", strings.Repeat("m\n", 30), 200)
-	waitFor(t, "30 in flight", 10*time.Second, func() bool {
+	testutil.WaitFor(t, "30 in flight", 10*time.Second, func() bool {
 		cs, _ := d.channelStats("topo", "ch")
 		return cs.InFlightCount == 30
 	})

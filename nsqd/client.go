@@ -55,7 +55,6 @@ type client struct {
 	sampleRate        int32
 	outputBufferSize  int
 	outputBufTimeout  time.Duration
-	identified        bool
 	topology          topology // IDENTIFY topology_region/topology_zone
 
 	// ident is what stats reports of the fields above; IDENTIFY replaces it
@@ -163,7 +162,6 @@ func (c *client) recordPub(topic string, n int) {
 	c.pubMu.Lock()
 	if c.pubCounts == nil {
 		c.pubCounts = make(map[string]uint64)
-		c.d.addProducer(c)
 	}
 	c.pubCounts[topic] += uint64(n)
 	c.pubMu.Unlock()

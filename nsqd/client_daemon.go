@@ -25,7 +25,6 @@ type clientDaemon interface {
 	publish(t *Topic, bodies [][]byte, deferFor time.Duration) error
 	refuseNewChannel(t *Topic, channel string) error
 	placeSubscription(sub *Subscription, client topology)
-	addProducer(c *client)
 
 	replicatedTopic(name string) *replication.Node
 	publishReplicated(ctx context.Context, r *replication.Node, topic string, bodies [][]byte, deferFor time.Duration) error

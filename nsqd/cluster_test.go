@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/nsqgo/nsq/internal/testutil"
 )
 
 // startTestCluster starts n in-process daemons joined in one cluster, all
@@ -64,7 +66,7 @@ func startTestCluster(t *testing.T, n int, configure ...func(*Options)) []*testD
 // Replication, Limits).
 func waitKnown(t *testing.T, nodes []*testDaemon, topic string) {
 	t.Helper()
-	waitFor(t, "every node knows the replicated topic", 30*time.Second, func() bool {
+	testutil.WaitFor(t, "every node knows the replicated topic", 30*time.Second, func() bool {
 		for _, d := range nodes {
 			if d.repl.Replicas(topic) == 0 {
 				return false
@@ -78,7 +80,7 @@ func waitKnown(t *testing.T, nodes []*testDaemon, topic string) {
 func leaderOf(t *testing.T, nodes []*testDaemon) *testDaemon {
 	t.Helper()
 	var leader *testDaemon
-	waitFor(t, "a leader", 30*time.Second, func() bool {
+	testutil.WaitFor(t, "a leader", 30*time.Second, func() bool {
 		for _, d := range nodes {
 			if d.repl != nil && d.repl.Leading() {
 				leader = d
@@ -98,11 +100,11 @@ func leaderOf(t *testing.T, nodes []*testDaemon) *testDaemon {
 func TestReplicatedTopicInProcess(t *testing.T) {
 	nodes := startTestCluster(t, 3)
 	const topic = "replicated"
-	waitFor(t, "the topic created", 30*time.Second, func() bool {
+	testutil.WaitFor(t, "the topic created", 30*time.Second, func() bool {
 		code, _ := nodes[1].do("POST", "/topic/create?replicas=3&topic="+topic, "")
 		return code == 200
 	})
-	waitFor(t, "the channel created", 30*time.Second, func() bool {
+	testutil.WaitFor(t, "the channel created", 30*time.Second, func() bool {
 		code, _ := nodes[2].do("POST", "/channel/create?topic="+topic+"&channel=c", "")
 		return code == 200
 	})
@@ -131,7 +133,7 @@ func TestReplicatedTopicInProcess(t *testing.T) {
 	}
 	follower.mustDo("POST", "/pub?topic="+topic, "http", 200)
 
-	raw := dialRaw(t, follower.tcp)
+	raw := dialV2(t, follower.tcp)
 	raw.send("SUB " + topic + " c")
 	if typ, msg := raw.frame(); typ != 1 || !strings.HasPrefix(msg, "E_SUB_FAILED") || !strings.Contains(msg, leader.tcp) {
 		t.Fatalf("SUB on a follower: frame %d %q; want E_SUB_FAILED naming the leader %s", typ, msg, leader.tcp)
@@ -141,8 +143,8 @@ func TestReplicatedTopicInProcess(t *testing.T) {
 	cfg.MaxInFlight = 100
 	s := newSink()
 	newConsumer(t, leader.tcp, topic, "c", cfg, s)
-	waitFor(t, "every message consumed from the leader", 30*time.Second, func() bool { return s.distinct() == 52 })
-	waitFor(t, "FINs replicated to every node", 30*time.Second, func() bool {
+	testutil.WaitFor(t, "every message consumed from the leader", 30*time.Second, func() bool { return s.distinct() == 52 })
+	testutil.WaitFor(t, "FINs replicated to every node", 30*time.Second, func() bool {
 		for _, d := range nodes {
 			v, ok := d.repl.Topic(topic)
 			if !ok || len(v.Channels) != 1 || v.Channels[0].Depth != 0 {
@@ -173,13 +175,13 @@ func TestReplicatedTopicInProcess(t *testing.T) {
 		}
 	}
 	next := leaderOf(t, rest)
-	waitFor(t, "a publish through the remaining nodes", 30*time.Second, func() bool {
+	testutil.WaitFor(t, "a publish through the remaining nodes", 30*time.Second, func() bool {
 		code, _ := rest[0].do("POST", "/pub?topic="+topic, "after")
 		return code == 200
 	})
 	s2 := newSink()
 	newConsumer(t, next.tcp, topic, "c", cfg, s2)
-	waitFor(t, "the new leader delivers", 30*time.Second, func() bool { return s2.has([]string{"after"}) })
+	testutil.WaitFor(t, "the new leader delivers", 30*time.Second, func() bool { return s2.has([]string{"after"}) })
 	if seen := s2.bodiesSeen(); len(seen) != 1 || !strings.HasPrefix(seen[0], "after") {
 		t.Fatalf("the new leader delivered %v; everything before was FIN'd", seen)
 	}
@@ -195,7 +197,7 @@ func TestReplicationOverTLS(t *testing.T) {
 		o.TLSCert, o.TLSKey, o.TLSRootCAFile, o.ClusterTLS = pki.certFile, pki.keyFile, pki.caFile, true
 	})
 	const topic = "secure"
-	waitFor(t, "the topic created", 30*time.Second, func() bool {
+	testutil.WaitFor(t, "the topic created", 30*time.Second, func() bool {
 		code, _ := nodes[0].do("POST", "/topic/create?replicas=3&topic="+topic, "")
 		return code == 200
 	})
@@ -204,7 +206,7 @@ func TestReplicationOverTLS(t *testing.T) {
 	for _, d := range nodes {
 		d.mustDo("POST", "/pub?topic="+topic, "over tls", 200)
 	}
-	waitFor(t, "every node applied the three publishes", 30*time.Second, func() bool {
+	testutil.WaitFor(t, "every node applied the three publishes", 30*time.Second, func() bool {
 		for _, d := range nodes {
 			if v, ok := d.repl.Topic(topic); !ok || v.Depth != 3 {
 				return false
@@ -243,11 +245,11 @@ func TestReplicationSnapshotCatchUp(t *testing.T) {
 		o.clusterSnapshotInterval = 50 * time.Millisecond
 	})
 	const topic = "snapshotted"
-	waitFor(t, "the topic created", 30*time.Second, func() bool {
+	testutil.WaitFor(t, "the topic created", 30*time.Second, func() bool {
 		code, _ := nodes[0].do("POST", "/topic/create?replicas=3&topic="+topic, "")
 		return code == 200
 	})
-	waitFor(t, "the channel created", 30*time.Second, func() bool {
+	testutil.WaitFor(t, "the channel created", 30*time.Second, func() bool {
 		code, _ := nodes[0].do("POST", "/channel/create?topic="+topic+"&channel=c", "")
 		return code == 200
 	})
@@ -272,7 +274,7 @@ func TestReplicationSnapshotCatchUp(t *testing.T) {
 		other.mustDo("POST", "/pub?topic="+topic, fmt.Sprintf("m%d", i), 200)
 	}
 	snaps := filepath.Join(leader.opts.DataPath, "cluster", "snapshots")
-	waitFor(t, "a snapshot on the leader", 30*time.Second, func() bool {
+	testutil.WaitFor(t, "a snapshot on the leader", 30*time.Second, func() bool {
 		entries, _ := os.ReadDir(snaps)
 		return len(entries) > 0
 	})
@@ -286,7 +288,7 @@ func TestReplicationSnapshotCatchUp(t *testing.T) {
 	}
 	returned := &testDaemon{NSQD: back, t: t, tcp: back.TCPAddr().String(), http: back.HTTPAddr().String()}
 	t.Cleanup(returned.stop)
-	waitFor(t, "the returned node holds every message", 30*time.Second, func() bool {
+	testutil.WaitFor(t, "the returned node holds every message", 30*time.Second, func() bool {
 		v, ok := returned.repl.Topic(topic)
 		return ok && len(v.Channels) == 1 && v.Channels[0].Depth == n
 	})
@@ -297,5 +299,5 @@ func TestReplicationSnapshotCatchUp(t *testing.T) {
 	cfg := nsqConfig()
 	cfg.MaxInFlight = 100
 	newConsumer(t, next.tcp, topic, "c", cfg, s)
-	waitFor(t, "every message consumed from the new leader", 30*time.Second, func() bool { return s.distinct() == n })
+	testutil.WaitFor(t, "every message consumed from the new leader", 30*time.Second, func() bool { return s.distinct() == n })
 }

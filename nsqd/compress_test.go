@@ -186,7 +186,7 @@ func TestDeflateWriterStream(t *testing.T) {
 // a second IDENTIFY does not stack another compression layer.
 func TestSnappyUpgradePipelined(t *testing.T) {
 	d := startDaemon(t, testOptions(t))
-	c := dialRaw(t, d.tcp)
+	c := dialV2(t, d.tcp)
 	identify := func(w io.Writer) {
 		js := []byte(`{"feature_negotiation":true,"snappy":true}`)
 		b := binary.BigEndian.AppendUint32([]byte("IDENTIFY\n"), uint32(len(js)))

@@ -21,6 +21,8 @@ import (
 	"time"
 
 	"github.com/nsqio/go-nsq"
+
+	"github.com/nsqgo/nsq/internal/testutil"
 )
 
 const (
@@ -111,30 +113,22 @@ func measureConnCosts(tb testing.TB, m transportMode, count int) connCosts {
 	if err := n.publish(topic, [][]byte{[]byte(strings.Repeat("a message body; ", 64))}, 0); err != nil {
 		tb.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		done := true
+	testutil.WaitFor(tb, "every channel's message delivered and finished", 30*time.Second, func() bool {
 		for _, ch := range topic.Channels() {
 			st := ch.stats(false, "")
-			done = done && st.MessageCount == 1 && st.InFlightCount == 0 && st.Depth == 0
+			if st.MessageCount != 1 || st.InFlightCount != 0 || st.Depth != 0 {
+				return false
+			}
 		}
-		if done {
-			break
-		}
-		if time.Now().After(deadline) {
-			tb.Fatal("messages not delivered and finished")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return true
+	})
 	costs.active = per()
 
 	// Heartbeats every second: after two intervals of idleness the
 	// deflate compressors go back to their pool.
-	for deadline := time.Now().Add(10 * time.Second); heldDeflaters(n) > 0; time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			tb.Fatalf("%d deflate compressors still held", heldDeflaters(n))
-		}
-	}
+	testutil.WaitFor(tb, "the idle connections' deflate compressors to go back to their pool", 10*time.Second, func() bool {
+		return heldDeflaters(n) == 0
+	})
 	costs.idleAgain = per()
 	return costs
 }

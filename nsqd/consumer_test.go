@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/nsqio/go-nsq"
+
+	"github.com/nsqgo/nsq/internal/testutil"
 )
 
 // delivery is one message as a handler saw it.
@@ -108,7 +110,7 @@ func (r *recorder) exactlyOnce(t *testing.T, want [][]byte) {
 func waitChannel(t *testing.T, d *testDaemon, topic, channel, what string, cond func(ChannelStats) bool) ChannelStats {
 	t.Helper()
 	var cs ChannelStats
-	waitFor(t, fmt.Sprintf("%s/%s: %s", topic, channel, what), 10*time.Second, func() bool {
+	testutil.WaitFor(t, fmt.Sprintf("%s/%s: %s", topic, channel, what), 10*time.Second, func() bool {
 		var ok bool
 		cs, ok = coreChannel(d, topic, channel)
 		return ok && cond(cs)
@@ -145,10 +147,14 @@ func consumerConfig(maxInFlight int) *nsq.Config {
 // TestPublishAndMPUBExactlyOnce: PUB and MPUB messages arrive once each,
 // with attempts 1 and their publish time.
 func TestPublishAndMPUBExactlyOnce(t *testing.T) {
-	d := startDaemon(t, testOptions(t))
-	p := newProducer(t, d.tcp)
+	forEachTransport(t, nil, testPublishAndMPUBExactlyOnce)
+}
+
+func testPublishAndMPUBExactlyOnce(t *testing.T, r *rig) {
+	d := r.d
+	p := r.producer(t)
 	rec := newRecorder()
-	rec.consume(t, d.tcp, "pm", "ch", consumerConfig(50), 0)
+	rec.consume(t, r.addr, "pm", "ch", r.config(50), 0)
 	waitReady(t, d, "pm", "ch", 1)
 
 	start := time.Now().UnixNano()
@@ -183,12 +189,14 @@ func TestPublishAndMPUBExactlyOnce(t *testing.T) {
 // TestDPUB: a deferred message is not delivered before its delay, and
 // waits in deferred_count meanwhile — whether the channel exists at
 // publish time or is created later.
-func TestDPUB(t *testing.T) {
+func TestDPUB(t *testing.T) { forEachTransport(t, nil, testDPUB) }
+
+func testDPUB(t *testing.T, r *rig) {
 	const delay = 500 * time.Millisecond
-	d := startDaemon(t, testOptions(t))
-	p := newProducer(t, d.tcp)
+	d := r.d
+	p := r.producer(t)
 	rec := newRecorder()
-	rec.consume(t, d.tcp, "dp", "ch", nil, 0)
+	rec.consume(t, r.addr, "dp", "ch", r.config(1), 0)
 	waitReady(t, d, "dp", "ch", 1)
 
 	pubAt := time.Now()
@@ -201,7 +209,7 @@ func TestDPUB(t *testing.T) {
 	if err := p.Publish("dp", []byte("now")); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "2 deliveries", 10*time.Second, func() bool { return rec.total() >= 2 })
+	testutil.WaitFor(t, "2 deliveries", 10*time.Second, func() bool { return rec.total() >= 2 })
 	got := rec.deliveries()
 	if got[0].body != "now" || got[1].body != "soon" {
 		t.Fatalf("deliveries %+v, want now then soon", got)
@@ -225,8 +233,8 @@ func TestDPUB(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec2 := newRecorder()
-	rec2.consume(t, d.tcp, "dp2", "ch", nil, 0)
-	waitFor(t, "the deferred message", 10*time.Second, func() bool { return rec2.total() == 1 })
+	rec2.consume(t, r.addr, "dp2", "ch", r.config(1), 0)
+	testutil.WaitFor(t, "the deferred message", 10*time.Second, func() bool { return rec2.total() == 1 })
 	if el := rec2.deliveries()[0].at.Sub(pubAt); el < delay {
 		t.Fatalf("DPUB before channel delivered after %s", el)
 	}
@@ -234,10 +242,12 @@ func TestDPUB(t *testing.T) {
 
 // TestREQ: REQ with a delay defers the message; attempts count each
 // delivery; requeue_count counts on channel and client.
-func TestREQ(t *testing.T) {
+func TestREQ(t *testing.T) { forEachTransport(t, nil, testREQ) }
+
+func testREQ(t *testing.T, r *rig) {
 	const delay = 300 * time.Millisecond
-	d := startDaemon(t, testOptions(t))
-	p := newProducer(t, d.tcp)
+	d := r.d
+	p := r.producer(t)
 	rec := newRecorder()
 	rec.respond = func(m *nsq.Message, dl delivery) {
 		switch {
@@ -251,7 +261,7 @@ func TestREQ(t *testing.T) {
 			m.Finish()
 		}
 	}
-	rec.consume(t, d.tcp, "rq", "ch", consumerConfig(5), 0)
+	rec.consume(t, r.addr, "rq", "ch", r.config(5), 0)
 	waitReady(t, d, "rq", "ch", 1)
 	if err := p.Publish("rq", []byte("bounce")); err != nil {
 		t.Fatal(err)
@@ -344,28 +354,34 @@ func TestTOUCH(t *testing.T) {
 		if el := time.Since(pubAt); !touching.Load() || el < o.MaxMsgTimeout {
 			t.Fatalf("timed out after %s (still touching: %v), want at max-msg-timeout %s despite TOUCH", el, touching.Load(), o.MaxMsgTimeout)
 		}
-		waitFor(t, "redelivery", 10*time.Second, func() bool { return rec.total() >= 2 })
+		testutil.WaitFor(t, "redelivery", 10*time.Second, func() bool { return rec.total() >= 2 })
 		if got := rec.deliveries(); got[1].attempts != 2 {
 			t.Fatalf("deliveries %+v", got)
 		}
 	})
 }
 
+// redeliveryTimeout is TestTimeoutRedelivery's --msg-timeout.
+const redeliveryTimeout = 300 * time.Millisecond
+
 // TestTimeoutRedelivery: a message never FINed is redelivered after
 // msg_timeout with attempts 2.
 func TestTimeoutRedelivery(t *testing.T) {
-	o := testOptions(t)
-	o.MsgTimeout = 300 * time.Millisecond
-	d := startDaemon(t, o)
+	forEachTransport(t, func(o *Options) { o.MsgTimeout = redeliveryTimeout }, testTimeoutRedelivery)
+}
+
+func testTimeoutRedelivery(t *testing.T, r *rig) {
+	d := r.d
 	rec := newRecorder()
 	rec.respond = func(m *nsq.Message, dl delivery) {
 		if dl.attempts >= 2 {
 			m.Finish()
 		}
 	}
-	rec.consume(t, d.tcp, "to", "ch", nil, 0)
+	rec.consume(t, r.addr, "to", "ch", r.config(1), 0)
 	waitReady(t, d, "to", "ch", 1)
-	if err := newProducer(t, d.tcp).Publish("to", []byte("ignored")); err != nil {
+	pubAt := time.Now()
+	if err := r.producer(t).Publish("to", []byte("ignored")); err != nil {
 		t.Fatal(err)
 	}
 	cs := waitChannel(t, d, "to", "ch", "finished after a timeout", func(cs ChannelStats) bool {
@@ -375,39 +391,44 @@ func TestTimeoutRedelivery(t *testing.T) {
 	if len(got) != 2 || got[0].attempts != 1 || got[1].attempts != 2 || got[0].id != got[1].id {
 		t.Fatalf("deliveries %+v", got)
 	}
-	if el := got[1].at.Sub(got[0].at); el < o.MsgTimeout {
-		t.Fatalf("redelivered after %s, before msg_timeout %s", el, o.MsgTimeout)
+	// Measured from the publish, not the first arrival, which the transport
+	// may have held up for longer than the second.
+	if el := got[1].at.Sub(pubAt); el < redeliveryTimeout {
+		t.Fatalf("redelivered %s after the publish, before msg_timeout %s", el, redeliveryTimeout)
 	}
 	if cs.TimeoutCount < 1 || cs.RequeueCount != 0 || !chanIdle(cs) {
 		t.Fatalf("channel stats %+v", cs)
 	}
 
 	// A client msg_timeout from IDENTIFY overrides the default.
-	cfg := nsqConfig()
+	cfg := r.config(1)
 	cfg.MsgTimeout = time.Second
 	rec2 := newRecorder()
 	rec2.respond = rec.respond
-	rec2.consume(t, d.tcp, "to2", "ch", cfg, 0)
+	rec2.consume(t, r.addr, "to2", "ch", cfg, 0)
 	waitReady(t, d, "to2", "ch", 1)
-	if err := newProducer(t, d.tcp).Publish("to2", []byte("ignored")); err != nil {
+	pubAt = time.Now()
+	if err := r.producer(t).Publish("to2", []byte("ignored")); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "redelivery", 10*time.Second, func() bool { return rec2.total() == 2 })
+	testutil.WaitFor(t, "redelivery", 10*time.Second, func() bool { return rec2.total() == 2 })
 	got = rec2.deliveries()
-	if el := got[1].at.Sub(got[0].at); el < time.Second {
-		t.Fatalf("redelivered after %s, before the client's msg_timeout 1s", el)
+	if el := got[1].at.Sub(pubAt); el < time.Second {
+		t.Fatalf("redelivered %s after the publish, before the client's msg_timeout 1s", el)
 	}
 }
 
 // TestSharedChannel: consumers of one channel share its messages, each
 // message going to exactly one of them.
-func TestSharedChannel(t *testing.T) {
-	d := startDaemon(t, testOptions(t))
+func TestSharedChannel(t *testing.T) { forEachTransport(t, nil, testSharedChannel) }
+
+func testSharedChannel(t *testing.T, r *rig) {
+	d := r.d
 	rec := newRecorder()
-	rec.consume(t, d.tcp, "sh", "ch", consumerConfig(10), 0)
-	rec.consume(t, d.tcp, "sh", "ch", consumerConfig(10), 1)
+	rec.consume(t, r.addr, "sh", "ch", r.config(10), 0)
+	rec.consume(t, r.addr, "sh", "ch", r.config(10), 1)
 	waitReady(t, d, "sh", "ch", 2)
-	p := newProducer(t, d.tcp)
+	p := r.producer(t)
 	msgs := bodies("s", 500)
 	for i := 0; i < len(msgs); i += 50 {
 		if err := p.MultiPublish("sh", msgs[i:i+50]); err != nil {
@@ -430,11 +451,15 @@ func TestSharedChannel(t *testing.T) {
 
 // TestChannelsEachGetEverything: every channel of a topic gets every message.
 func TestChannelsEachGetEverything(t *testing.T) {
-	d := startDaemon(t, testOptions(t))
-	p := newProducer(t, d.tcp)
+	forEachTransport(t, nil, testChannelsEachGetEverything)
+}
+
+func testChannelsEachGetEverything(t *testing.T, r *rig) {
+	d := r.d
+	p := r.producer(t)
 	recA, recB := newRecorder(), newRecorder()
-	recA.consume(t, d.tcp, "fan", "a", consumerConfig(20), 0)
-	recB.consume(t, d.tcp, "fan", "b", consumerConfig(20), 0)
+	recA.consume(t, r.addr, "fan", "a", r.config(20), 0)
+	recB.consume(t, r.addr, "fan", "b", r.config(20), 0)
 	waitReady(t, d, "fan", "a", 1)
 	waitReady(t, d, "fan", "b", 1)
 	msgs := bodies("e", 200)
@@ -465,13 +490,14 @@ func finishedSum(cs ChannelStats) uint64 {
 }
 
 // TestRDY: RDY is a window of outstanding messages; RDY 0 stops delivery.
-func TestRDY(t *testing.T) {
-	d := startDaemon(t, testOptions(t))
-	p := newProducer(t, d.tcp)
-	c := dialV2(t, d.tcp)
-	c.identify(map[string]any{"output_buffer_size": -1})
+func TestRDY(t *testing.T) { forEachTransport(t, nil, testRDY) }
+
+func testRDY(t *testing.T, r *rig) {
+	d := r.d
+	p := r.producer(t)
+	c := r.dialV2(t, map[string]any{"output_buffer_size": -1})
 	c.sub("rdy", "ch")
-	c.cmd("RDY 0")
+	c.send("RDY 0")
 	if err := p.MultiPublish("rdy", bodies("r", 10)); err != nil {
 		t.Fatal(err)
 	}
@@ -480,7 +506,7 @@ func TestRDY(t *testing.T) {
 		t.Fatalf("RDY 0 yet delivered: %+v", cs)
 	}
 
-	c.cmd("RDY 3")
+	c.send("RDY 3")
 	var got []v2msg
 	for i := 0; i < 3; i++ {
 		got = append(got, c.expectMsg())
@@ -489,23 +515,23 @@ func TestRDY(t *testing.T) {
 	if cs.Depth != 7 || cs.Clients[0].ReadyCount != 3 {
 		t.Fatalf("after RDY 3: %+v", cs)
 	}
-	c.cmd("RDY 3") // same window: no-op
-	c.cmd("FIN " + got[0].id)
+	c.send("RDY 3") // same window: no-op
+	c.send("FIN " + got[0].id)
 	got = append(got, c.expectMsg()) // one slot freed: one more
 	waitChannel(t, d, "rdy", "ch", "window refilled", func(cs ChannelStats) bool {
 		return cs.InFlightCount == 3 && cs.Depth == 6 && cs.Clients[0].FinishCount == 1
 	})
 
-	c.cmd("RDY 0")
+	c.send("RDY 0")
 	for _, m := range got[1:] {
-		c.cmd("FIN " + m.id)
+		c.send("FIN " + m.id)
 	}
 	cs = waitChannel(t, d, "rdy", "ch", "FINs processed", func(cs ChannelStats) bool { return cs.Clients[0].FinishCount == 4 })
 	if cs.InFlightCount != 0 || cs.Depth != 6 || cs.Clients[0].MessageCount != 4 {
 		t.Fatalf("RDY 0 yet delivered after FIN: %+v", cs)
 	}
 	// RDY without a count means 1.
-	c.cmd("RDY")
+	c.send("RDY")
 	c.expectMsg()
 	waitChannel(t, d, "rdy", "ch", "RDY means RDY 1", func(cs ChannelStats) bool {
 		return cs.InFlightCount == 1 && cs.Depth == 5 && cs.Clients[0].ReadyCount == 1
@@ -513,7 +539,7 @@ func TestRDY(t *testing.T) {
 
 	// go-nsq: ChangeMaxInFlight(0) stops delivery too.
 	rec := newRecorder()
-	cons := rec.consume(t, d.tcp, "rdy2", "ch", consumerConfig(5), 0)
+	cons := rec.consume(t, r.addr, "rdy2", "ch", r.config(5), 0)
 	waitReady(t, d, "rdy2", "ch", 1)
 	cons.ChangeMaxInFlight(0)
 	waitChannel(t, d, "rdy2", "ch", "RDY 0", func(cs ChannelStats) bool { return cs.Clients[0].ReadyCount == 0 })
@@ -524,7 +550,7 @@ func TestRDY(t *testing.T) {
 		t.Fatalf("max in flight 0 yet delivered: %+v", cs)
 	}
 	cons.ChangeMaxInFlight(5)
-	waitFor(t, "delivery after RDY 5", 10*time.Second, func() bool { return rec.total() == 5 })
+	testutil.WaitFor(t, "delivery after RDY 5", 10*time.Second, func() bool { return rec.total() == 5 })
 }
 
 // TestUnresponsiveConsumerDropped: a consumer that stops answering
@@ -539,7 +565,7 @@ func TestUnresponsiveConsumerDropped(t *testing.T) {
 		t.Fatal(err)
 	}
 	rdyAt := time.Now()
-	c.cmd("RDY 10")
+	c.send("RDY 10")
 	held := map[string]bool{}
 	for i := 0; i < 5; i++ {
 		held[c.expectMsg().body] = true
@@ -571,7 +597,7 @@ func TestUnresponsiveConsumerDropped(t *testing.T) {
 	if heartbeats == 0 {
 		t.Fatal("no heartbeat before the close")
 	}
-	waitFor(t, "the held messages at the other consumer", 10*time.Second, func() bool { return rec.distinct() == 5 })
+	testutil.WaitFor(t, "the held messages at the other consumer", 10*time.Second, func() bool { return rec.distinct() == 5 })
 	for _, dl := range rec.deliveries() {
 		if !held[dl.body] || dl.attempts != 2 {
 			t.Fatalf("delivery %+v", dl)
@@ -589,7 +615,7 @@ func TestMaxChannelConsumers(t *testing.T) {
 	a.sub("mc", "ch")
 	b.sub("mc", "ch")
 	c := dialV2(t, d.tcp)
-	c.cmd("SUB mc ch")
+	c.send("SUB mc ch")
 	c.expectError("E_SUB_FAILED SUB failed channel consumers for mc:ch exceeds limit of 2")
 	c.expectClosed()
 	// another channel of the topic has its own limit
@@ -643,7 +669,7 @@ func TestEphemeral(t *testing.T) {
 	a.conn.Close()
 	waitChannel(t, d, "dur", "e#ephemeral", "one client left", func(cs ChannelStats) bool { return cs.ClientCount == 1 })
 	b.conn.Close()
-	waitFor(t, "ephemeral channel deleted", 5*time.Second, func() bool {
+	testutil.WaitFor(t, "ephemeral channel deleted", 5*time.Second, func() bool {
 		tp, ok := d.GetExistingTopic("dur")
 		if !ok {
 			return false
@@ -661,10 +687,10 @@ func TestEphemeral(t *testing.T) {
 	if err := p.Publish("et#ephemeral", []byte("hi")); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "delivery on the ephemeral topic", 5*time.Second, func() bool { return rec.total() == 1 })
+	testutil.WaitFor(t, "delivery on the ephemeral topic", 5*time.Second, func() bool { return rec.total() == 1 })
 	cons.Stop()
 	<-cons.StopChan
-	waitFor(t, "ephemeral topic deleted", 5*time.Second, func() bool {
+	testutil.WaitFor(t, "ephemeral topic deleted", 5*time.Second, func() bool {
 		_, ok := d.GetExistingTopic("et#ephemeral")
 		return !ok
 	})
@@ -673,7 +699,7 @@ func TestEphemeral(t *testing.T) {
 	c := dialV2(t, d.tcp)
 	c.sub("et2#ephemeral", "durable")
 	c.conn.Close()
-	waitFor(t, "client gone", 5*time.Second, func() bool {
+	testutil.WaitFor(t, "client gone", 5*time.Second, func() bool {
 		cs, ok := coreChannel(d, "et2#ephemeral", "durable")
 		return ok && cs.ClientCount == 0
 	})
@@ -701,7 +727,7 @@ func TestEphemeralResubscribeRace(t *testing.T) {
 		b.sub(topic, channel)
 		body := fmt.Sprintf("m%d", i)
 		b.pub(topic, body)
-		b.cmd("RDY 1")
+		b.send("RDY 1")
 		f := b.next()
 		if f.typ != 2 {
 			t.Fatalf("iteration %d: got frame %d %q, want message %q", i, f.typ, f.data, body)
@@ -709,7 +735,7 @@ func TestEphemeralResubscribeRace(t *testing.T) {
 		if m := v2Decode(t, f.data); m.body != body {
 			t.Fatalf("iteration %d: got %q, want %q", i, m.body, body)
 		} else {
-			b.cmd("FIN " + m.id)
+			b.send("FIN " + m.id)
 		}
 		b.conn.Close()
 	}

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nsqgo/nsq/internal/testutil"
 )
 
 // nsqV130DataDir was written by NSQ v1.3.0's nsqd (see its README).
@@ -65,12 +67,12 @@ func TestTakeOverNSQDataDir(t *testing.T) {
 	// orders/billing: order-01 … order-50.
 	billing := newSink()
 	newConsumer(t, d.tcp, "orders", "billing", nil, billing)
-	waitFor(t, "orders/billing to deliver 50", 10*time.Second, func() bool { return billing.has(orders) })
+	testutil.WaitFor(t, "orders/billing to deliver 50", 10*time.Second, func() bool { return billing.has(orders) })
 
 	// orders/shipping is paused: a ready consumer gets nothing until unpause.
 	shipping := newSink()
 	newConsumer(t, d.tcp, "orders", "shipping", nil, shipping)
-	waitFor(t, "shipping consumer to be ready", 5*time.Second, func() bool {
+	testutil.WaitFor(t, "shipping consumer to be ready", 5*time.Second, func() bool {
 		cs, ok := d.channelStats("orders", "shipping")
 		return ok && len(cs.Clients) == 1 && cs.Clients[0].ReadyCount > 0
 	})
@@ -81,13 +83,13 @@ func TestTakeOverNSQDataDir(t *testing.T) {
 		t.Fatalf("paused shipping: depth %d in flight %d, want 50 and 0", cs.Depth, cs.InFlightCount)
 	}
 	d.mustDo("POST", "/channel/unpause?topic=orders&channel=shipping", "", 200)
-	waitFor(t, "orders/shipping to deliver 50 after unpause", 10*time.Second, func() bool { return shipping.has(orders) })
+	testutil.WaitFor(t, "orders/shipping to deliver 50 after unpause", 10*time.Second, func() bool { return shipping.has(orders) })
 
 	// events: archive holds event-01…30; event-31…40 wait in the paused topic.
 	archive := newSink()
 	newConsumer(t, d.tcp, "events", "archive", nil, archive)
-	waitFor(t, "events/archive to deliver 30", 10*time.Second, func() bool { return archive.has(numbered("event", 1, 30, 2)) })
-	waitFor(t, "archive to be drained", 5*time.Second, func() bool {
+	testutil.WaitFor(t, "events/archive to deliver 30", 10*time.Second, func() bool { return archive.has(numbered("event", 1, 30, 2)) })
+	testutil.WaitFor(t, "archive to be drained", 5*time.Second, func() bool {
 		cs, _ := d.channelStats("events", "archive")
 		return cs.Depth == 0 && cs.InFlightCount == 0
 	})
@@ -98,20 +100,20 @@ func TestTakeOverNSQDataDir(t *testing.T) {
 		t.Fatalf("events: depth %d paused %v, want 10 and true", ts.Depth, ts.Paused)
 	}
 	d.mustDo("POST", "/topic/unpause?topic=events", "", 200)
-	waitFor(t, "event-31…40 after /topic/unpause", 10*time.Second, func() bool { return archive.has(numbered("event", 1, 40, 2)) })
+	testutil.WaitFor(t, "event-31…40 after /topic/unpause", 10*time.Second, func() bool { return archive.has(numbered("event", 1, 40, 2)) })
 
 	// lonely holds its 5 messages until a channel exists.
 	if ts := d.topicStats("lonely"); ts.Depth != 5 || len(ts.Channels) != 0 {
 		t.Fatalf("lonely: depth %d channels %d, want 5 and 0", ts.Depth, len(ts.Channels))
 	}
 	d.mustDo("POST", "/channel/create?topic=lonely&channel=c", "", 200)
-	waitFor(t, "lonely backlog to move to its new channel", 5*time.Second, func() bool {
+	testutil.WaitFor(t, "lonely backlog to move to its new channel", 5*time.Second, func() bool {
 		cs, ok := d.channelStats("lonely", "c")
 		return ok && cs.Depth == 5 && d.topicStats("lonely").Depth == 0
 	})
 	lonely := newSink()
 	newConsumer(t, d.tcp, "lonely", "c", nil, lonely)
-	waitFor(t, "lonely-1…5", 10*time.Second, func() bool { return lonely.has(numbered("lonely", 1, 5, 1)) })
+	testutil.WaitFor(t, "lonely-1…5", 10*time.Second, func() bool { return lonely.has(numbered("lonely", 1, 5, 1)) })
 
 	for name, s := range map[string]*sink{"billing": billing, "shipping": shipping, "archive": archive, "lonely": lonely} {
 		if n := s.duplicates(); n > 0 {
@@ -132,7 +134,7 @@ func TestTakeOverNSQDataDir(t *testing.T) {
 	wantMeta := map[string]bool{"orders": false, "orders/billing": false, "orders/shipping": false,
 		"events": false, "events/archive": false, "lonely": false, "lonely/c": false}
 	var m metadata
-	waitFor(t, "nsqd.dat to record the takeover's changes", 10*time.Second, func() bool {
+	testutil.WaitFor(t, "nsqd.dat to record the takeover's changes", 10*time.Second, func() bool {
 		m = readMetaFile(t, dir)
 		got := map[string]bool{}
 		for _, tm := range m.Topics {

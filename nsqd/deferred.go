@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"time"
 
 	"github.com/nsqgo/nsq/internal/diskqueue"
 )
@@ -97,14 +96,14 @@ func loadDeferredFrom(cfg *queueConfig, name string, put func(m *Message, due in
 	return q.Delete()
 }
 
-// saveDeferred writes msgs (deferred, due at their Priority) to the side
+// saveDeferred writes msgs (deferred, due at their Due time) to the side
 // queue, after any that were spilled there, and closes it for the next
 // start. The channel is exiting and its spill worker has stopped: nothing
 // else uses the spill any more.
 func (ch *Channel) saveDeferred(msgs []*Message) error {
 	var errs []error
 	for _, m := range msgs {
-		if err := ch.spill.put(ch, m, m.Priority); err != nil {
+		if err := ch.spill.put(ch, m, m.Due); err != nil {
 			errs = append(errs, err)
 			break
 		}
@@ -149,7 +148,7 @@ func (t *Topic) persistBacklog(pending []*Message) error {
 	if len(pending) == 0 || t.ephemeral {
 		return nil
 	}
-	now := time.Now().UnixNano()
+	now := t.cfg.now()
 	ready := pending[:0:0]
 	var deferred []*Message
 	for _, m := range pending {

@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/nsqgo/nsq/internal/diskqueue"
 )
@@ -122,7 +121,7 @@ func (p *spillPass) noteDue(due int64) {
 // run writes pending to the side queue (those already due go straight to
 // ready) and, with release, makes one pass over the n records it held.
 func (p *spillPass) run(ch *Channel, pending []spilled, release bool, n int64) {
-	now := time.Now().UnixNano()
+	now := ch.cfg.now()
 	for _, r := range pending {
 		if r.due <= now {
 			r.m.hold = r.hold
@@ -189,7 +188,7 @@ func (ch *Channel) spillWork() {
 	defer ch.unlock()
 	for {
 		s := &ch.spill
-		release := s.minDue != 0 && s.minDue <= time.Now().UnixNano()
+		release := s.minDue != 0 && s.minDue <= ch.cfg.now()
 		if ch.exiting || (len(s.pending) == 0 && !release) {
 			s.busy = false
 			ch.q.idle.Broadcast()
@@ -285,7 +284,7 @@ func (ch *Channel) deferLocked(m *Message, due int64) {
 }
 
 func (ch *Channel) pushDeferredLocked(m *Message, due int64) {
-	m.Priority = due
+	m.Due = due
 	ch.deferredPQ.Push(m)
 	ch.cfg.guard.addDeferred(memSize(m))
 	ch.armLocked(due)
@@ -308,7 +307,7 @@ func (ch *Channel) popDueDeferredLocked(now int64) {
 		ch.kickSpillLocked()
 	}
 	if m, ok := ch.deferredPQ.Peek(); ok {
-		ch.armLocked(m.Priority)
+		ch.armLocked(m.Due)
 	}
 	if ch.spill.minDue != 0 {
 		ch.armLocked(ch.spill.minDue)
@@ -352,7 +351,7 @@ func (ch *Channel) drainDeferredLocked() []*Message {
 		ch.cfg.guard.addDeferred(-memSize(m))
 	}
 	for _, r := range ch.spill.pending {
-		r.m.Priority = r.due
+		r.m.Due = r.due
 		r.m.hold = r.hold
 		msgs = append(msgs, r.m)
 	}

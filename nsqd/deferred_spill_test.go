@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/nsqio/go-nsq"
+
+	"github.com/nsqgo/nsq/internal/testutil"
 )
 
 // TestDeferredBeyondBudgetKeepTheirTime: with a tiny --max-deferred-memory
@@ -37,7 +39,7 @@ func TestDeferredBeyondBudgetKeepTheirTime(t *testing.T) {
 	}
 	var inMem int
 	var onDisk int64
-	waitFor(t, "the spill worker to write the deferred messages", 5*time.Second, func() bool {
+	testutil.WaitFor(t, "the spill worker to write the deferred messages", 5*time.Second, func() bool {
 		ch.mu.Lock()
 		defer ch.mu.Unlock()
 		inMem, onDisk = ch.deferredPQ.Len(), ch.spill.count
@@ -88,7 +90,7 @@ func TestDeferredBeyondBudgetKeepTheirTime(t *testing.T) {
 	if len(seen) != n {
 		t.Fatalf("%d distinct messages of %d", len(seen), n)
 	}
-	waitFor(t, "no deferred left", 5*time.Second, func() bool {
+	testutil.WaitFor(t, "no deferred left", 5*time.Second, func() bool {
 		cs, ok := d.channelStats("later", "c")
 		return ok && cs.DeferredCount == 0
 	})

@@ -17,6 +17,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/nsqgo/nsq/internal/testutil"
 )
 
 // racePublishers publish numbered messages to topic until stopped; acked
@@ -99,7 +101,7 @@ func raceOptions(t *testing.T) *Options {
 // that every message acked after created is in the backend.
 func checkTrial(t *testing.T, trial int, p *racePublishers, created int64, backend func() backendQueue) {
 	t.Helper()
-	waitFor(t, "publishes after the create", 10*time.Second, func() bool { return p.seq.Load() > created+200 })
+	testutil.WaitFor(t, "publishes after the create", 10*time.Second, func() bool { return p.seq.Load() > created+200 })
 	want := p.ackedAfter(created)
 	b := backend()
 	if b == nil {
@@ -126,7 +128,7 @@ func checkTrial(t *testing.T, trial int, p *racePublishers, created int64, backe
 func raceDeleteCreate(t *testing.T, d *testDaemon, topic, deletePath, createPath string, backend func() backendQueue) {
 	for trial := 0; trial < 8; trial++ {
 		p := startRacePublishers(t, d, topic, 2)
-		waitFor(t, "a backlog", 10*time.Second, func() bool { return p.seq.Load() > 300 })
+		testutil.WaitFor(t, "a backlog", 10*time.Second, func() bool { return p.seq.Load() > 300 })
 		var deleted sync.WaitGroup
 		deleted.Add(1)
 		go func() {
@@ -254,9 +256,9 @@ func TestDeleteChannelWhileConsumersResubscribe(t *testing.T) {
 	startResubscriber(t, d.tcp, topic, channel)
 	for trial := 0; trial < 8; trial++ {
 		p := startRacePublishers(t, d, topic, 2)
-		waitFor(t, "a backlog", 10*time.Second, func() bool { return p.seq.Load() > 300 })
+		testutil.WaitFor(t, "a backlog", 10*time.Second, func() bool { return p.seq.Load() > 300 })
 		d.mustDo("POST", "/channel/delete?topic="+topic+"&channel="+channel, "", 200)
-		waitFor(t, "the consumers to subscribe again", 10*time.Second, func() bool {
+		testutil.WaitFor(t, "the consumers to subscribe again", 10*time.Second, func() bool {
 			_, ok := tp.GetExistingChannel(channel)
 			return ok
 		})

@@ -22,11 +22,13 @@ import (
 	"time"
 
 	"github.com/nsqio/go-nsq"
+
+	"github.com/nsqgo/nsq/internal/testutil"
 )
 
 // publish sends PUB (one body) or MPUB (several) and returns the reply:
 // "OK", or the text of the error frame.
-func (c *rawClient) publish(topic string, bodies ...[]byte) string {
+func (c *v2conn) publish(topic string, bodies ...[]byte) string {
 	c.t.Helper()
 	if len(bodies) == 1 {
 		c.send("PUB "+topic, bodies[0])
@@ -138,8 +140,8 @@ func consumeOnce(t *testing.T, d *testDaemon, topic, channel string, want []stri
 	t.Helper()
 	what := topic + "/" + channel
 	s := consumeNames(t, d, topic, channel)
-	waitFor(t, what+" consumed", 20*time.Second, func() bool { return s.hasAll(want) })
-	waitFor(t, what+" drained", 10*time.Second, func() bool {
+	testutil.WaitFor(t, what+" consumed", 20*time.Second, func() bool { return s.hasAll(want) })
+	testutil.WaitFor(t, what+" drained", 10*time.Second, func() bool {
 		cs, _ := d.channelStats(topic, channel)
 		return cs.Depth == 0 && cs.InFlightCount == 0
 	})
@@ -175,7 +177,7 @@ func TestDiskFullPublishFailsAndRecovers(t *testing.T) {
 	// unpaused; they then move to its channel.
 	d.mustDo("POST", "/topic/pause?topic=held", "", 200)
 	var heldAcked []string
-	pc := dialRaw(t, d.tcp)
+	pc := dialV2(t, d.tcp)
 	for i := range 100 {
 		name := fmt.Sprintf("held%04d", i)
 		if r := pc.publish("held", paddedBody(name, 1000)); r != "OK" {
@@ -205,7 +207,7 @@ func TestDiskFullPublishFailsAndRecovers(t *testing.T) {
 	}
 
 	// Every way of publishing fails, and a failure leaves no trace.
-	if r := dialRaw(t, d.tcp).publish("full", paddedBody("failmpub0", 1000), paddedBody("failmpub1", 1000)); !strings.HasPrefix(r, "E_MPUB_FAILED ") {
+	if r := dialV2(t, d.tcp).publish("full", paddedBody("failmpub0", 1000), paddedBody("failmpub1", 1000)); !strings.HasPrefix(r, "E_MPUB_FAILED ") {
 		t.Errorf("MPUB on a full disk: %q", r)
 	}
 	if code, body := d.do("POST", "/pub?topic=full", string(paddedBody("failhttp", 1000))); code != 500 || !strings.Contains(body, "INTERNAL_ERROR") {
@@ -230,15 +232,15 @@ func TestDiskFullPublishFailsAndRecovers(t *testing.T) {
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "/ping OK after space returned", 10*time.Second, func() bool {
+	testutil.WaitFor(t, "/ping OK after space returned", 10*time.Second, func() bool {
 		code, _ := d.do("GET", "/ping", "")
 		return code == 200
 	})
-	waitFor(t, "the held backlog to reach its channel", 10*time.Second, func() bool {
+	testutil.WaitFor(t, "the held backlog to reach its channel", 10*time.Second, func() bool {
 		cs, _ := d.channelStats("held", "c")
 		return cs.Depth == int64(len(heldAcked)) && d.topicStats("held").Depth == 0
 	})
-	pc = dialRaw(t, d.tcp)
+	pc = dialV2(t, d.tcp)
 	for i := range 20 {
 		name := fmt.Sprintf("after%02d", i)
 		if r := pc.publish("full", paddedBody(name, 1000)); r != "OK" {
@@ -249,10 +251,10 @@ func TestDiskFullPublishFailsAndRecovers(t *testing.T) {
 
 	full := consumeNames(t, d, "full", "c")
 	held := consumeNames(t, d, "held", "c")
-	waitFor(t, "every acknowledged message", 30*time.Second, func() bool {
+	testutil.WaitFor(t, "every acknowledged message", 30*time.Second, func() bool {
 		return full.hasAll(acked) && held.hasAll(heldAcked)
 	})
-	waitFor(t, "channels to drain", 10*time.Second, func() bool {
+	testutil.WaitFor(t, "channels to drain", 10*time.Second, func() bool {
 		a, _ := d.channelStats("full", "c")
 		b, _ := d.channelStats("held", "c")
 		return a.Depth == 0 && a.InFlightCount == 0 && b.Depth == 0 && b.InFlightCount == 0
@@ -316,7 +318,7 @@ func TestFailedChannelWriteLeavesNoTrace(t *testing.T) {
 	for i := range five {
 		five[i] = paddedBody(fmt.Sprintf("m%d", i), 100)
 	}
-	if r := dialRaw(t, d.tcp).publish("t", five...); !strings.HasPrefix(r, "E_MPUB_FAILED ") {
+	if r := dialV2(t, d.tcp).publish("t", five...); !strings.HasPrefix(r, "E_MPUB_FAILED ") {
 		t.Fatalf("MPUB with a failing disk: %q", r)
 	}
 	cs, _ := d.channelStats("t", "c")
@@ -324,7 +326,7 @@ func TestFailedChannelWriteLeavesNoTrace(t *testing.T) {
 		t.Fatalf("failed MPUB left depth %d message_count %d (topic %d)", cs.Depth, cs.MessageCount, d.topicStats("t").MessageCount)
 	}
 	// Two PUBs fill the memory queue; the third needs the disk.
-	pc := dialRaw(t, d.tcp)
+	pc := dialV2(t, d.tcp)
 	for _, b := range five[:2] {
 		if r := pc.publish("t", b); r != "OK" {
 			t.Fatalf("PUB into memory: %q", r)
@@ -347,7 +349,7 @@ func TestFailedChannelWriteLeavesNoTrace(t *testing.T) {
 		t.Fatalf("/ping: %d %q", code, body)
 	}
 	fb.fail.Store(false)
-	if r := dialRaw(t, d.tcp).publish("t", five...); r != "OK" {
+	if r := dialV2(t, d.tcp).publish("t", five...); r != "OK" {
 		t.Fatalf("MPUB after the disk recovered: %q", r)
 	}
 	if code, body := d.do("GET", "/ping", ""); code != 200 {
@@ -366,7 +368,7 @@ func TestFailedChannelWriteLeavesNoTrace(t *testing.T) {
 	bad := injectFailures(t, d, "b", "bad")
 	bad.fail.Store(true)
 	var names []string
-	pc = dialRaw(t, d.tcp)
+	pc = dialV2(t, d.tcp)
 	for i := range 300 {
 		names = append(names, fmt.Sprintf("b%03d", i))
 		if r := pc.publish("b", paddedBody(names[i], 200)); r != "OK" {
@@ -374,9 +376,9 @@ func TestFailedChannelWriteLeavesNoTrace(t *testing.T) {
 		}
 	}
 	d.mustDo("POST", "/topic/unpause?topic=b", "", 200)
-	waitFor(t, "the move to be retried", 10*time.Second, func() bool { return bad.failures.Load() >= 3 })
+	testutil.WaitFor(t, "the move to be retried", 10*time.Second, func() bool { return bad.failures.Load() >= 3 })
 	bad.fail.Store(false)
-	waitFor(t, "the backlog to reach both channels", 10*time.Second, func() bool {
+	testutil.WaitFor(t, "the backlog to reach both channels", 10*time.Second, func() bool {
 		a, _ := d.channelStats("b", "ok")
 		b, _ := d.channelStats("b", "bad")
 		return a.Depth == 300 && b.Depth == 300
@@ -402,9 +404,9 @@ func TestFailedChannelWriteLeavesNoTrace(t *testing.T) {
 	}
 	gt, _ := d.GetExistingTopic("g")
 	gt.UnPause()
-	waitFor(t, "the move to be retried", 10*time.Second, func() bool { return g.failures.Load() >= 2 })
+	testutil.WaitFor(t, "the move to be retried", 10*time.Second, func() bool { return g.failures.Load() >= 2 })
 	gt.Pause()
-	waitFor(t, "the batch to be given back", 10*time.Second, func() bool { return gt.Depth() == 50 })
+	testutil.WaitFor(t, "the batch to be given back", 10*time.Second, func() bool { return gt.Depth() == 50 })
 	g.fail.Store(false)
 	gt.UnPause()
 	consumeOnce(t, d, "g", "c", names)
@@ -500,7 +502,7 @@ func TestNoBadFilesOnSegmentRoll(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, "all 400 messages", 20*time.Second, func() bool { return s.hasAll(names) })
+	testutil.WaitFor(t, "all 400 messages", 20*time.Second, func() bool { return s.hasAll(names) })
 	s.check(t, "roll/c", names)
 	bad, err := filepath.Glob(filepath.Join(o.DataPath, "*.bad"))
 	if err != nil {
@@ -526,7 +528,7 @@ func TestBacklogReachesConsumerOfFailingChannel(t *testing.T) {
 	f := injectFailures(t, d, "full", "c")
 	f.fail.Store(true)
 	var names []string
-	pc := dialRaw(t, d.tcp)
+	pc := dialV2(t, d.tcp)
 	for i := range 600 { // more than two drain batches
 		names = append(names, fmt.Sprintf("f%03d", i))
 		if r := pc.publish("full", paddedBody(names[i], 100)); r != "OK" {
@@ -534,14 +536,14 @@ func TestBacklogReachesConsumerOfFailingChannel(t *testing.T) {
 		}
 	}
 	d.mustDo("POST", "/topic/unpause?topic=full", "", 200)
-	waitFor(t, "/stats to say why the backlog waits", 10*time.Second, func() bool {
+	testutil.WaitFor(t, "/stats to say why the backlog waits", 10*time.Second, func() bool {
 		return strings.Contains(d.topicStats("full").BacklogBlocked, "no space left")
 	})
 	if ts := d.topicStats("full"); ts.Depth != 600 {
 		t.Fatalf("topic depth %d while its backlog waits, want 600 (a batch on its way counts)", ts.Depth)
 	}
 	consumeOnce(t, d, "full", "c", names)
-	waitFor(t, "the blocked reason to clear", 10*time.Second, func() bool {
+	testutil.WaitFor(t, "the blocked reason to clear", 10*time.Second, func() bool {
 		ts := d.topicStats("full")
 		return ts.BacklogBlocked == "" && ts.Depth == 0
 	})

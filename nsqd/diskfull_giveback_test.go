@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nsqgo/nsq/internal/testutil"
 )
 
 // Issue 16 item 5: a full disk stays full after consumers catch up. With
@@ -27,7 +29,7 @@ func TestFullDiskRecoversWhenConsumersCatchUp(t *testing.T) {
 	d.mustDo("POST", "/topic/create?topic=full", "", 200)
 	d.mustDo("POST", "/channel/create?topic=full&channel=c", "", 200)
 
-	pc := dialRaw(t, d.tcp)
+	pc := dialV2(t, d.tcp)
 	var acked []string
 	failure := ""
 	for i := 0; failure == "" && i < 10000; i++ {
@@ -42,17 +44,17 @@ func TestFullDiskRecoversWhenConsumersCatchUp(t *testing.T) {
 		t.Fatalf("filling the disk: reply %q after %d messages", failure, len(acked))
 	}
 	full := consumeNames(t, d, "full", "c")
-	waitFor(t, "every acknowledged message", 30*time.Second, func() bool { return full.hasAll(acked) })
-	waitFor(t, "the channel to drain", 10*time.Second, func() bool {
+	testutil.WaitFor(t, "every acknowledged message", 30*time.Second, func() bool { return full.hasAll(acked) })
+	testutil.WaitFor(t, "the channel to drain", 10*time.Second, func() bool {
 		cs, _ := d.channelStats("full", "c")
 		return cs.Depth == 0 && cs.InFlightCount == 0
 	})
 	// No /channel/empty: the caught-up queue gives its space back by itself.
-	waitFor(t, "/ping OK once consumers caught up", 10*time.Second, func() bool {
+	testutil.WaitFor(t, "/ping OK once consumers caught up", 10*time.Second, func() bool {
 		code, _ := d.do("GET", "/ping", "")
 		return code == 200
 	})
-	pc = dialRaw(t, d.tcp)
+	pc = dialV2(t, d.tcp)
 	for i := range 200 {
 		name := fmt.Sprintf("after%03d", i)
 		if r := pc.publish("full", paddedBody(name, 1000)); r != "OK" {
@@ -60,6 +62,6 @@ func TestFullDiskRecoversWhenConsumersCatchUp(t *testing.T) {
 		}
 		acked = append(acked, name)
 	}
-	waitFor(t, "the new messages", 30*time.Second, func() bool { return full.hasAll(acked) })
+	testutil.WaitFor(t, "the new messages", 30*time.Second, func() bool { return full.hasAll(acked) })
 	full.check(t, "full/c", acked)
 }

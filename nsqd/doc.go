@@ -20,6 +20,12 @@
 // (caps, expiry, delivery attempts; policy*.go) live on msgQueue too: an
 // immutable policy behind an atomic pointer, nil when nothing is set.
 //
+// A topic's life (open, starting, retired, exiting) is one topicState
+// (topic_state.go); pausing is a flag beside it. Topics and channels read
+// the time and arm their timers through the clock in their queue config
+// (clock.go), the real one in the daemon, a fake one in the tests that
+// build a Topic or Channel alone (queue_clock_test.go).
+//
 // # Lock order
 //
 // A goroutine that holds several of these locks took them in this order:

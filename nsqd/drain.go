@@ -31,7 +31,7 @@ const (
 
 // canDrainLocked reports whether the backlog may move now.
 func (t *Topic) canDrainLocked() bool {
-	return !t.paused.Load() && !t.starting && !t.exiting && len(t.channels) > 0
+	return !t.paused.Load() && t.state() == topicOpen && len(t.channels) > 0
 }
 
 // drain moves the backlog into the channels a batch at a time and ends as

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/nsqio/go-nsq"
+
+	"github.com/nsqgo/nsq/internal/testutil"
 )
 
 // TestDrain drains a node holding a disk backlog, deferred and in-flight
@@ -32,7 +34,7 @@ func TestDrain(t *testing.T) {
 	}
 	d.mustDo("POST", "/channel/create?topic=work&channel=ch", "", 200)
 	d.mustDo("POST", "/topic/create?topic=idle", "", 200)
-	waitFor(t, "work in /lookup", 10*time.Second, func() bool { return len(l.lookupPorts(t, "work")) == 1 })
+	testutil.WaitFor(t, "work in /lookup", 10*time.Second, func() bool { return len(l.lookupPorts(t, "work")) == 1 })
 
 	// The consumer holds its first messages until release is closed, so
 	// the drain starts with messages in flight.
@@ -87,20 +89,20 @@ func TestDrain(t *testing.T) {
 		{"PUB work", "E_PUB_FAILED PUB failed draining"},
 		{"DPUB work 1000", "E_DPUB_FAILED DPUB failed draining"},
 	} {
-		r := dialRaw(t, d.tcp)
+		r := dialV2(t, d.tcp)
 		r.send(tc.line, []byte("x"))
 		r.expectFatal(tc.want)
 	}
-	r := dialRaw(t, d.tcp)
+	r := dialV2(t, d.tcp)
 	r.send("MPUB work", append([]byte{0, 0, 0, 1, 0, 0, 0, 1}, 'x'))
 	r.expectFatal("E_MPUB_FAILED MPUB failed draining")
-	sub := dialRaw(t, d.tcp)
-	sub.identify(map[string]any{})
+	sub := dialV2(t, d.tcp)
+	sub.identifyJSON(map[string]any{})
 	sub.send("SUB work other")
 	sub.expectFatal("E_SUB_FAILED SUB failed draining")
 	// A topic with no channel keeps its backlog for the first one.
-	sub = dialRaw(t, d.tcp)
-	sub.identify(map[string]any{})
+	sub = dialV2(t, d.tcp)
+	sub.identifyJSON(map[string]any{})
 	sub.send("SUB idle first")
 	sub.expect(0, "OK")
 
@@ -111,7 +113,7 @@ func TestDrain(t *testing.T) {
 		Draining     bool   `json:"draining"`
 	}
 	var lookup struct{ Producers []producer }
-	waitFor(t, "draining node flagged in /lookup", 10*time.Second, func() bool {
+	testutil.WaitFor(t, "draining node flagged in /lookup", 10*time.Second, func() bool {
 		lookup.Producers = nil
 		getJSON(t, "http://"+l.http+"/lookup?topic=work", &lookup)
 		return len(lookup.Producers) == 1 && lookup.Producers[0].Draining

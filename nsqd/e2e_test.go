@@ -10,6 +10,8 @@ import (
 
 	"github.com/nsqio/go-nsq"
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/nsqgo/nsq/internal/testutil"
 )
 
 // latencyLog records, client side, the publish-to-FIN latency of each
@@ -67,7 +69,7 @@ func TestE2ELatency(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, "all FINs counted", 10*time.Second, func() bool {
+	testutil.WaitFor(t, "all FINs counted", 10*time.Second, func() bool {
 		return channelStatsOf(d, topic, "fast").E2eProcessingLatency.Count == n &&
 			channelStatsOf(d, topic, "slow").E2eProcessingLatency.Count == n
 	})

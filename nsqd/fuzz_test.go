@@ -21,71 +21,18 @@ import (
 	"net/http/httptest"
 	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"testing/iotest"
 	"time"
 
 	"github.com/klauspost/compress/flate"
 
+	"github.com/nsqgo/nsq/internal/testutil"
 	"github.com/nsqgo/nsq/internal/wire"
 )
 
-// scriptConn is a net.Conn whose reads return a fixed input, then EOF, and
-// whose writes are collected (up to a cap): one whole client session per
-// fuzz input, with no socket and no timing.
-type scriptConn struct {
-	in *bytes.Reader
-
-	mu     sync.Mutex
-	out    bytes.Buffer
-	closed bool
-}
-
+// scriptOutputCap bounds what one fuzz session may make the daemon write.
 const scriptOutputCap = 4 << 20
-
-var scriptAddr = &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 40000}
-
-func (c *scriptConn) Read(b []byte) (int, error) {
-	c.mu.Lock()
-	closed := c.closed
-	c.mu.Unlock()
-	if closed {
-		return 0, net.ErrClosed
-	}
-	return c.in.Read(b)
-}
-
-func (c *scriptConn) Write(b []byte) (int, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return 0, net.ErrClosed
-	}
-	if c.out.Len()+len(b) > scriptOutputCap {
-		return 0, errors.New("scriptConn: output cap reached")
-	}
-	return c.out.Write(b)
-}
-
-func (c *scriptConn) Close() error {
-	c.mu.Lock()
-	c.closed = true
-	c.mu.Unlock()
-	return nil
-}
-
-func (c *scriptConn) output() []byte {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return bytes.Clone(c.out.Bytes())
-}
-
-func (c *scriptConn) LocalAddr() net.Addr              { return scriptAddr }
-func (c *scriptConn) RemoteAddr() net.Addr             { return scriptAddr }
-func (c *scriptConn) SetDeadline(time.Time) error      { return nil }
-func (c *scriptConn) SetReadDeadline(time.Time) error  { return nil }
-func (c *scriptConn) SetWriteDeadline(time.Time) error { return nil }
 
 // fuzzDaemon starts a daemon for a fuzz target, with small limits so no
 // input can make an iteration expensive.
@@ -100,19 +47,7 @@ func fuzzDaemon(f *testing.F) *NSQD {
 	o.MaxMsgSize = 4096
 	o.MaxBodySize = 64 << 10
 	n, err := New(o)
-	if err != nil {
-		f.Fatal(err)
-	}
-	if err := n.Start(); err != nil {
-		f.Fatal(err)
-	}
-	f.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := n.Shutdown(ctx); err != nil {
-			f.Errorf("Shutdown: %v", err)
-		}
-	})
+	testutil.Serve(f, n, err)
 	return n
 }
 
@@ -283,18 +218,7 @@ func FuzzProtocolV2(f *testing.F) {
 	n := fuzzDaemon(f)
 	by := newFuzzBystander(f, n)
 	f.Fuzz(func(t *testing.T, in []byte) {
-		c := &scriptConn{in: bytes.NewReader(cat("  V2", in))}
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			n.handleConn(c)
-		}()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			t.Fatal("client session still running 10s after its input ended")
-		}
-		checkV2Output(t, c.output())
+		checkV2Output(t, testutil.RunScript(t, cat("  V2", in), scriptOutputCap, n.handleConn))
 		by.check(t)
 		dropTopicsExcept(t, n, by.topic.name)
 	})

@@ -14,8 +14,8 @@ const twepoch = 1288834974288
 //	((now_ns>>20) - twepoch) << 22 | node_id << 12 | sequence (12 bits)
 //
 // NSQ takes a mutex and reads the clock per message. Here the time and
-// sequence parts form one 54-bit counter advanced with a single atomic
-// add per batch: when the 4096 sequence numbers of a time unit run out the
+// sequence parts form one 54-bit counter that a batch advances with one
+// successful compare-and-swap (retried only when another batch won): when the 4096 sequence numbers of a time unit run out the
 // counter borrows from the next unit instead of sleeping, and every batch
 // pulls it up to the clock so it never falls behind real time.
 type idGenerator struct {

@@ -1,7 +1,6 @@
 package nsqd
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -15,6 +14,8 @@ import (
 	"time"
 
 	"github.com/nsqio/go-nsq"
+
+	"github.com/nsqgo/nsq/internal/testutil"
 )
 
 // testDaemon is a real nsqd on 127.0.0.1 ephemeral ports with a temp dir.
@@ -42,24 +43,11 @@ func testOptions(t *testing.T) *Options {
 func startDaemon(t *testing.T, o *Options) *testDaemon {
 	t.Helper()
 	n, err := New(o)
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
-	if err := n.Start(); err != nil {
-		t.Fatalf("Start: %v", err)
-	}
-	d := &testDaemon{NSQD: n, t: t, tcp: n.TCPAddr().String(), http: n.HTTPAddr().String()}
-	t.Cleanup(func() { d.stop() })
-	return d
+	testutil.Serve(t, n, err)
+	return &testDaemon{NSQD: n, t: t, tcp: n.TCPAddr().String(), http: n.HTTPAddr().String()}
 }
 
-func (d *testDaemon) stop() {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := d.Shutdown(ctx); err != nil {
-		d.t.Errorf("Shutdown: %v", err)
-	}
-}
+func (d *testDaemon) stop() { testutil.Shutdown(d.t, d.NSQD) }
 
 func (d *testDaemon) url(path string) string { return "http://" + d.http + path }
 
@@ -119,18 +107,6 @@ func newConsumer(t *testing.T, addr, topic, channel string, cfg *nsq.Config, h n
 		}
 	})
 	return c
-}
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 func bodies(prefix string, n int) [][]byte {

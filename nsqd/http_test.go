@@ -18,6 +18,7 @@ import (
 
 	"github.com/nsqio/go-nsq"
 
+	"github.com/nsqgo/nsq/internal/testutil"
 	"github.com/nsqgo/nsq/internal/version"
 )
 
@@ -263,7 +264,7 @@ func TestHTTPPub(t *testing.T) {
 	if time.Since(sent) < 300*time.Millisecond && (cs.DeferredCount != 2 || cs.Depth != 1) {
 		t.Fatalf("after /pub?defer: deferred %d depth %d, want 2 and 1", cs.DeferredCount, cs.Depth)
 	}
-	waitFor(t, "deferred message to become ready", 5*time.Second, func() bool {
+	testutil.WaitFor(t, "deferred message to become ready", 5*time.Second, func() bool {
 		cs, _ := d.channelStats("dt", "c")
 		return cs.DeferredCount == 1 && cs.Depth == 2
 	})
@@ -300,8 +301,8 @@ func TestHTTPMPUB(t *testing.T) {
 	pub("&binary=yes", mpubBinary([]byte("b5")), "b5") // unknown value: binary
 	pub("&binary=", mpubBinary([]byte("b6")), "b6")    // empty value: binary too (as NSQ)
 	pub("&binary=true", onlyReader{bytes.NewReader(mpubBinary([]byte("b7")))}, "b7")
-	waitFor(t, "every /mpub message", 5*time.Second, func() bool { return got.has(want) })
-	waitFor(t, "no more deliveries", 5*time.Second, func() bool {
+	testutil.WaitFor(t, "every /mpub message", 5*time.Second, func() bool { return got.has(want) })
+	testutil.WaitFor(t, "no more deliveries", 5*time.Second, func() bool {
 		cs, _ := d.channelStats("m", "c")
 		return cs.Depth == 0 && cs.InFlightCount == 0
 	})
@@ -375,8 +376,8 @@ func TestHTTPStatsJSON(t *testing.T) {
 	cfg := nsqConfig()
 	cfg.UserAgent = "stats-test/1.0"
 	newConsumer(t, d.tcp, "st", "a", cfg, got)
-	waitFor(t, "7 messages on st/a", 5*time.Second, func() bool { return got.distinct() == 7 })
-	waitFor(t, "st/a to settle", 5*time.Second, func() bool {
+	testutil.WaitFor(t, "7 messages on st/a", 5*time.Second, func() bool { return got.distinct() == 7 })
+	testutil.WaitFor(t, "st/a to settle", 5*time.Second, func() bool {
 		cs, ok := d.channelStats("st", "a")
 		return ok && cs.InFlightCount == 0 && len(cs.Clients) == 1 && cs.Clients[0].FinishCount == 7
 	})
@@ -496,7 +497,7 @@ func TestHTTPStatsLatency(t *testing.T) {
 	}
 	got := newSink()
 	newConsumer(t, d.tcp, "lat", "c", nil, got)
-	waitFor(t, "20 FINs", 5*time.Second, func() bool {
+	testutil.WaitFor(t, "20 FINs", 5*time.Second, func() bool {
 		cs, _ := d.channelStats("lat", "c")
 		return len(cs.Clients) == 1 && cs.Clients[0].FinishCount == 20
 	})
@@ -543,7 +544,7 @@ func TestHTTPStatsText(t *testing.T) {
 	cfg := nsqConfig()
 	cfg.UserAgent = "text-test"
 	newConsumer(t, d.tcp, "tx", "open", cfg, newSink())
-	waitFor(t, "consumer on tx/open", 5*time.Second, func() bool {
+	testutil.WaitFor(t, "consumer on tx/open", 5*time.Second, func() bool {
 		cs, _ := d.channelStats("tx", "open")
 		return len(cs.Clients) == 1 && cs.Clients[0].FinishCount == 1
 	})
@@ -593,7 +594,7 @@ func TestHTTPTopicAdmin(t *testing.T) {
 
 	expectV1(t, "create", d.call("POST", "/topic/create?topic=ta", nil), "")
 	// Creates and deletes are persisted in the background (as in NSQ).
-	waitFor(t, "created topic in nsqd.dat", 5*time.Second, func() bool { _, ok := metaTopic("ta"); return ok })
+	testutil.WaitFor(t, "created topic in nsqd.dat", 5*time.Second, func() bool { _, ok := metaTopic("ta"); return ok })
 	expectV1(t, "create again", d.call("POST", "/topic/create?topic=ta", nil), "")
 	expectV1(t, "create ephemeral", d.call("POST", "/topic/create?topic=te%23ephemeral", nil), "")
 	if _, ok := metaTopic("te#ephemeral"); ok {
@@ -648,7 +649,7 @@ func TestHTTPTopicAdmin(t *testing.T) {
 	if _, ok := d.GetExistingTopic("ta"); ok {
 		t.Fatal("deleted topic still exists")
 	}
-	waitFor(t, "deleted topic gone from nsqd.dat", 5*time.Second, func() bool { _, ok := metaTopic("ta"); return !ok })
+	testutil.WaitFor(t, "deleted topic gone from nsqd.dat", 5*time.Second, func() bool { _, ok := metaTopic("ta"); return !ok })
 	expectErr(t, "delete again", d.call("POST", "/topic/delete?topic=ta", nil), 404, "TOPIC_NOT_FOUND")
 	expectV1(t, "delete ephemeral", d.call("POST", "/topic/delete?topic=te%23ephemeral", nil), "")
 }
@@ -672,7 +673,7 @@ func TestHTTPChannelAdmin(t *testing.T) {
 	}
 	d.mustDo("POST", "/topic/create?topic=ct", "", 200)
 	expectV1(t, "create", d.call("POST", "/channel/create?topic=ct&channel=c", nil), "")
-	waitFor(t, "created channel in nsqd.dat", 5*time.Second, func() bool { _, ok := metaChannel("ct", "c"); return ok })
+	testutil.WaitFor(t, "created channel in nsqd.dat", 5*time.Second, func() bool { _, ok := metaChannel("ct", "c"); return ok })
 	expectV1(t, "create ephemeral", d.call("POST", "/channel/create?topic=ct&channel=e%23ephemeral", nil), "")
 	if _, ok := metaChannel("ct", "e#ephemeral"); ok {
 		t.Fatal("ephemeral channel in nsqd.dat")
@@ -710,7 +711,7 @@ func TestHTTPChannelAdmin(t *testing.T) {
 	d.mustDo("POST", "/mpub?topic=ct", "1\n2\n3\n", 200)
 	got := newSink()
 	newConsumer(t, d.tcp, "ct", "c", nil, got)
-	waitFor(t, "consumer ready on paused channel", 5*time.Second, func() bool {
+	testutil.WaitFor(t, "consumer ready on paused channel", 5*time.Second, func() bool {
 		cs, _ := d.channelStats("ct", "c")
 		return len(cs.Clients) == 1 && cs.Clients[0].ReadyCount > 0
 	})
@@ -721,13 +722,13 @@ func TestHTTPChannelAdmin(t *testing.T) {
 	if cm, _ := metaChannel("ct", "c"); cm.Paused {
 		t.Fatal("channel unpause not in nsqd.dat right after the response")
 	}
-	waitFor(t, "delivery after unpause", 5*time.Second, func() bool { return got.has([]string{"1", "2", "3"}) })
+	testutil.WaitFor(t, "delivery after unpause", 5*time.Second, func() bool { return got.has([]string{"1", "2", "3"}) })
 
 	// empty drops queued, in-flight and deferred messages.
 	d.mustDo("POST", "/channel/create?topic=ct&channel=q", "", 200)
 	d.mustDo("POST", "/mpub?topic=ct", "4\n5\n", 200)
 	d.mustDo("POST", "/pub?topic=ct&defer=60000", "6", 200)
-	waitFor(t, "messages on ct/q", 5*time.Second, func() bool {
+	testutil.WaitFor(t, "messages on ct/q", 5*time.Second, func() bool {
 		cs, _ := d.channelStats("ct", "q")
 		return cs.Depth == 2 && cs.DeferredCount == 1
 	})
@@ -741,7 +742,7 @@ func TestHTTPChannelAdmin(t *testing.T) {
 	if _, ok := d.channelStats("ct", "q"); ok {
 		t.Fatal("deleted channel still exists")
 	}
-	waitFor(t, "deleted channel gone from nsqd.dat", 5*time.Second, func() bool { _, ok := metaChannel("ct", "q"); return !ok })
+	testutil.WaitFor(t, "deleted channel gone from nsqd.dat", 5*time.Second, func() bool { _, ok := metaChannel("ct", "q"); return !ok })
 	expectErr(t, "delete again", d.call("POST", "/channel/delete?topic=ct&channel=q", nil), 404, "CHANNEL_NOT_FOUND")
 }
 
@@ -830,18 +831,25 @@ func TestHTTPDebug(t *testing.T) {
 	expectErr(t, "GET freememory", d.call("GET", "/debug/freememory", nil), 405, "METHOD_NOT_ALLOWED")
 }
 
-// Publishing over HTTP does not make the caller a "producer" (that list is
-// TCP clients), but it must reach TCP consumers like any publish.
-func TestHTTPPubReachesConsumers(t *testing.T) {
-	d := startDaemon(t, testOptions(t))
+// Publishing over HTTP (HTTPS in the TLS modes) does not make the caller a
+// "producer" (that list is TCP clients), but it must reach TCP consumers
+// like any publish.
+func TestHTTPPubReachesConsumers(t *testing.T) { forEachTransport(t, nil, testHTTPPubReachesConsumers) }
+
+func testHTTPPubReachesConsumers(t *testing.T, r *rig) {
+	d := r.d
 	got := newSink()
-	newConsumer(t, d.tcp, "hp", "c", nil, got)
-	waitFor(t, "subscription", 5*time.Second, func() bool { _, ok := d.channelStats("hp", "c"); return ok })
-	d.mustDo("POST", "/pub?topic=hp", "one", 200)
-	d.mustDo("POST", "/mpub?topic=hp", "two\nthree", 200)
-	waitFor(t, "3 messages", 5*time.Second, func() bool { return got.has([]string{"one", "two", "three"}) })
-	if m := d.getJSON("/stats?format=json"); m["producers"] != nil {
-		t.Fatalf("HTTP publishes listed as producers: %v", m["producers"])
+	newConsumer(t, r.addr, "hp", "c", r.config(1), got)
+	testutil.WaitFor(t, "subscription", 5*time.Second, func() bool { _, ok := d.channelStats("hp", "c"); return ok })
+	r.call(t, "POST", "/pub?topic=hp", "one")
+	r.call(t, "POST", "/mpub?topic=hp", "two\nthree")
+	testutil.WaitFor(t, "3 messages", 5*time.Second, func() bool { return got.has([]string{"one", "two", "three"}) })
+	var stats map[string]any
+	if err := json.Unmarshal(r.call(t, "GET", "/stats?format=json", ""), &stats); err != nil {
+		t.Fatalf("/stats: %v", err)
+	}
+	if stats["producers"] != nil {
+		t.Fatalf("HTTP publishes listed as producers: %v", stats["producers"])
 	}
 	var _ nsq.Handler = got
 }

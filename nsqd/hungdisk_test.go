@@ -2,12 +2,14 @@ package nsqd
 
 import (
 	"fmt"
-	"github.com/nsqgo/nsq/internal/diskqueue"
 	"net/http"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/nsqgo/nsq/internal/diskqueue"
+	"github.com/nsqgo/nsq/internal/testutil"
 
 	"github.com/nsqio/go-nsq"
 )
@@ -104,7 +106,7 @@ func TestHungDiskStallsOnlyItsChannel(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the hung channel's write never started")
 	}
-	waitFor(t, "channel ok to get the batch while the other's write hangs", 10*time.Second,
+	testutil.WaitFor(t, "channel ok to get the batch while the other's write hangs", 10*time.Second,
 		func() bool { return okSink.has(strs(first)) })
 	p := newProducer(t, d.tcp)
 	for i := range 10 {
@@ -112,7 +114,7 @@ func TestHungDiskStallsOnlyItsChannel(t *testing.T) {
 			t.Fatalf("publish to another topic while a disk hangs: %v", err)
 		}
 	}
-	waitFor(t, "another topic's consumer to get its messages", 10*time.Second,
+	testutil.WaitFor(t, "another topic's consumer to get its messages", 10*time.Second,
 		func() bool { return otherSink.distinct() == 10 })
 	answersWhileHung(t, d)
 	select {
@@ -147,7 +149,7 @@ func TestHungDiskStallsOnlyItsChannel(t *testing.T) {
 	}
 	second := bodies("r", 20)
 	go func() { published <- d.publish(tp, second, 0) }()
-	waitFor(t, "channel ok to get more while the other's read hangs", 10*time.Second,
+	testutil.WaitFor(t, "channel ok to get more while the other's read hangs", 10*time.Second,
 		func() bool { return okSink.has(strs(second)) })
 	answersWhileHung(t, d)
 	if got := hungSink.received(); got != 0 {
@@ -158,12 +160,12 @@ func TestHungDiskStallsOnlyItsChannel(t *testing.T) {
 	close(hb2.release) // the blocked read (and the publish's write) go on
 	released2 = true
 	all := append(strs(first), strs(second)...)
-	waitFor(t, "the hung channel to deliver everything once its disk returned", 20*time.Second,
+	testutil.WaitFor(t, "the hung channel to deliver everything once its disk returned", 20*time.Second,
 		func() bool { return hungSink.has(all) })
 	if err := <-published; err != nil {
 		t.Fatalf("publish during the hung read: %v", err)
 	}
-	waitFor(t, "both channels drained", 10*time.Second, func() bool {
+	testutil.WaitFor(t, "both channels drained", 10*time.Second, func() bool {
 		a, _ := d.channelStats("t", "ok")
 		b, _ := d.channelStats("t", "hung")
 		return a.Depth == 0 && a.InFlightCount == 0 && b.Depth == 0 && b.InFlightCount == 0

@@ -147,7 +147,6 @@ func (c *client) identify(_ [][]byte, body []byte) ([]byte, error) {
 	c.msgTimeout = s.msgTimeout
 	c.sampleRate = s.sampleRate
 	c.outputBufTimeout = s.outputBufTime
-	c.identified = true
 	c.publishIdentity()
 	if s.outputBufSize != c.outputBufferSize {
 		c.setOutputBuffer(s.outputBufSize)

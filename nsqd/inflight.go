@@ -11,10 +11,10 @@ type inFlightList struct {
 	head, tail *Message
 }
 
-// insert places m by its deadline (m.Priority), searching from the tail.
+// insert places m by its deadline (m.Due), searching from the tail.
 func (l *inFlightList) insert(m *Message) {
 	at := l.tail
-	for at != nil && at.Priority > m.Priority {
+	for at != nil && at.Due > m.Due {
 		at = at.prev
 	}
 	m.prev = at
@@ -50,7 +50,7 @@ func (l *inFlightList) remove(m *Message) {
 // popExpired unlinks and returns the head if its deadline is <= now.
 func (l *inFlightList) popExpired(now int64) *Message {
 	m := l.head
-	if m == nil || m.Priority > now {
+	if m == nil || m.Due > now {
 		return nil
 	}
 	l.remove(m)

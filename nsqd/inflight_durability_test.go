@@ -5,8 +5,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nsqgo/nsq/internal/wire"
 	"github.com/nsqio/go-nsq"
+
+	"github.com/nsqgo/nsq/internal/testutil"
+	"github.com/nsqgo/nsq/internal/wire"
 )
 
 // TestCrashKeepsUnfinishedMessages (--mem-queue-size=0): a message leaves
@@ -41,7 +43,7 @@ func TestCrashKeepsUnfinishedMessages(t *testing.T) {
 		}
 	}
 
-	c := dialRaw(t, d.tcp)
+	c := dialV2(t, d.tcp)
 	c.send("SUB t c")
 	c.expect(wire.FrameTypeResponse, "OK")
 	c.send("RDY 100")
@@ -61,7 +63,7 @@ func TestCrashKeepsUnfinishedMessages(t *testing.T) {
 		}
 	}
 	c.send("NOP")
-	waitFor(t, "the FINs and REQs to land", 10*time.Second, func() bool {
+	testutil.WaitFor(t, "the FINs and REQs to land", 10*time.Second, func() bool {
 		cs, _ := d.channelStats("t", "c")
 		// The window refills: 100 in flight again, 30 deferred, the rest ready.
 		return cs.DeferredCount == 30 && cs.InFlightCount == 100 && cs.Depth == total-160
@@ -85,5 +87,5 @@ func TestCrashKeepsUnfinishedMessages(t *testing.T) {
 			unfinished = append(unfinished, name)
 		}
 	}
-	waitFor(t, "every message not FIN'd before the crash", 20*time.Second, func() bool { return got.hasAll(unfinished) })
+	testutil.WaitFor(t, "every message not FIN'd before the crash", 20*time.Second, func() bool { return got.hasAll(unfinished) })
 }

@@ -2,10 +2,13 @@ package nsqd
 
 import (
 	"fmt"
-	"github.com/nsqgo/nsq/internal/wire"
-	"github.com/nsqio/go-nsq"
 	"testing"
 	"time"
+
+	"github.com/nsqio/go-nsq"
+
+	"github.com/nsqgo/nsq/internal/testutil"
+	"github.com/nsqgo/nsq/internal/wire"
 )
 
 // TestInFlightCountsAgainstMemoryBudget (issue: consumers with RDY 2500
@@ -45,15 +48,15 @@ func TestInFlightCountsAgainstMemoryBudget(t *testing.T) {
 	}
 
 	// Five consumers that subscribe with a big window and never read.
-	var stuck []*rawClient
+	var stuck []*v2conn
 	for range 5 {
-		c := dialRaw(t, d.tcp)
+		c := dialV2(t, d.tcp)
 		c.send("SUB big c")
 		c.expect(wire.FrameTypeResponse, "OK")
 		c.send("RDY 2500")
 		stuck = append(stuck, c)
 	}
-	waitFor(t, "deliveries to the stuck consumers to start", 10*time.Second, func() bool {
+	testutil.WaitFor(t, "deliveries to the stuck consumers to start", 10*time.Second, func() bool {
 		cs, _ := d.channelStats("big", "c")
 		return cs.InFlightCount > 0
 	})
@@ -85,8 +88,8 @@ func TestInFlightCountsAgainstMemoryBudget(t *testing.T) {
 		got.add(m.Body)
 		return nil
 	}))
-	waitFor(t, "every message consumed", 20*time.Second, func() bool { return got.hasAll(want) })
-	waitFor(t, "the channel drained", 10*time.Second, func() bool {
+	testutil.WaitFor(t, "every message consumed", 20*time.Second, func() bool { return got.hasAll(want) })
+	testutil.WaitFor(t, "the channel drained", 10*time.Second, func() bool {
 		cs, _ := d.channelStats("big", "c")
 		return cs.Depth == 0 && cs.InFlightCount == 0
 	})

@@ -12,7 +12,7 @@ func TestInFlightListOrder(t *testing.T) {
 	var all []*Message
 	for i := 0; i < 200; i++ {
 		m := &Message{}
-		m.Priority = int64(i*10) - r.Int63n(25) // mostly increasing, a few out of order
+		m.Due = int64(i*10) - r.Int63n(25) // mostly increasing, a few out of order
 		l.insert(m)
 		all = append(all, m)
 	}
@@ -23,7 +23,7 @@ func TestInFlightListOrder(t *testing.T) {
 	if len(got) != len(all)-(len(all)+2)/3 {
 		t.Fatalf("drained %d", len(got))
 	}
-	if !sort.SliceIsSorted(got, func(i, j int) bool { return got[i].Priority < got[j].Priority }) {
+	if !sort.SliceIsSorted(got, func(i, j int) bool { return got[i].Due < got[j].Due }) {
 		t.Fatal("list not in deadline order")
 	}
 	if l.head != nil || l.tail != nil {

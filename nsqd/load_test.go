@@ -24,6 +24,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/nsqgo/nsq/internal/testutil"
 )
 
 func loadDuration(t *testing.T) time.Duration {
@@ -573,7 +575,7 @@ func TestLoad(t *testing.T) {
 		t.Fatal("nothing was published")
 	}
 
-	waitFor(t, fmt.Sprintf("goroutines back to the baseline of %d", baseline), 10*time.Second, func() bool {
+	testutil.WaitFor(t, fmt.Sprintf("goroutines back to the baseline of %d", baseline), 10*time.Second, func() bool {
 		return runtime.NumGoroutine() <= baseline
 	})
 }

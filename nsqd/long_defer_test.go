@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/nsqio/go-nsq"
+
+	"github.com/nsqgo/nsq/internal/testutil"
 )
 
 // TestMaxDeferTimeout: --max-defer-timeout bounds DPUB and ?defer=
@@ -89,7 +91,7 @@ func TestLongDeferralSchedule(t *testing.T) {
 	published := time.Since(start)
 	heapBurst := heapInUse()
 	// The disk writes are a worker's: wait until it has caught up.
-	waitFor(t, "the deferred-spill worker to catch up", 60*time.Second, func() bool {
+	testutil.WaitFor(t, "the deferred-spill worker to catch up", 60*time.Second, func() bool {
 		t, _ := d.GetExistingTopic("schedule")
 		ch, _ := t.GetExistingChannel("c")
 		return !ch.spillInTransit()
@@ -151,7 +153,7 @@ func TestLongDeferralSchedule(t *testing.T) {
 		t.Errorf("%d messages delivered before their due time, e.g. %s", len(tooSoon), tooSoon[0])
 	}
 	mu.Unlock()
-	waitFor(t, "the early messages finished", 10*time.Second, func() bool {
+	testutil.WaitFor(t, "the early messages finished", 10*time.Second, func() bool {
 		cs, _ := d.channelStats("schedule", "c")
 		return cs.InFlightCount == 0 && cs.Depth == 0
 	})

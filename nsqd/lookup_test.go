@@ -14,6 +14,7 @@ import (
 
 	"github.com/nsqio/go-nsq"
 
+	"github.com/nsqgo/nsq/internal/testutil"
 	"github.com/nsqgo/nsq/lookupd"
 )
 
@@ -120,7 +121,7 @@ func TestLookupdDiscovery(t *testing.T) {
 	if err := p2.Publish("disc", []byte("from-2")); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "both nsqd in /lookup", 10*time.Second, func() bool { return equalInts(l.lookupPorts(t, "disc"), both) })
+	testutil.WaitFor(t, "both nsqd in /lookup", 10*time.Second, func() bool { return equalInts(l.lookupPorts(t, "disc"), both) })
 
 	var topics struct{ Topics []string }
 	getJSON(t, "http://"+l.http+"/topics", &topics)
@@ -149,12 +150,12 @@ func TestLookupdDiscovery(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Stop()
-	waitFor(t, "messages from both nodes", 10*time.Second, func() bool {
+	testutil.WaitFor(t, "messages from both nodes", 10*time.Second, func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return got["from-1"] && got["from-2"]
 	})
-	waitFor(t, "channel ch in /channels", 5*time.Second, func() bool {
+	testutil.WaitFor(t, "channel ch in /channels", 5*time.Second, func() bool {
 		var chans struct{ Channels []string }
 		getJSON(t, "http://"+l.http+"/channels?topic=disc", &chans)
 		return len(chans.Channels) == 1 && chans.Channels[0] == "ch"
@@ -180,13 +181,13 @@ func TestLookupdDiscovery(t *testing.T) {
 	if ports := l.lookupPorts(t, "disc"); !equalInts(ports, []int{tcpPort(d2)}) {
 		t.Fatalf("after tombstone /lookup ports = %v, want only %d", ports, tcpPort(d2))
 	}
-	waitFor(t, "tombstone to expire", 10*time.Second, func() bool { return equalInts(l.lookupPorts(t, "disc"), both) })
+	testutil.WaitFor(t, "tombstone to expire", 10*time.Second, func() bool { return equalInts(l.lookupPorts(t, "disc"), both) })
 
 	// Deleting the topic on one node removes that producer.
 	if code, body := d1.do("POST", "/topic/delete?topic=disc", ""); code != http.StatusOK {
 		t.Fatalf("delete: %d %s", code, body)
 	}
-	waitFor(t, "d1 gone from /lookup after topic delete", 10*time.Second, func() bool {
+	testutil.WaitFor(t, "d1 gone from /lookup after topic delete", 10*time.Second, func() bool {
 		return equalInts(l.lookupPorts(t, "disc"), []int{tcpPort(d2)})
 	})
 
@@ -194,9 +195,9 @@ func TestLookupdDiscovery(t *testing.T) {
 	if err := p2.Publish("other", []byte("x")); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "d2 registers topic other", 10*time.Second, func() bool { return len(l.lookupPorts(t, "other")) == 1 })
+	testutil.WaitFor(t, "d2 registers topic other", 10*time.Second, func() bool { return len(l.lookupPorts(t, "other")) == 1 })
 	d2.stop()
-	waitFor(t, "stopped node gone from /lookup", 10*time.Second, func() bool { return len(l.lookupPorts(t, "other")) == 0 })
+	testutil.WaitFor(t, "stopped node gone from /lookup", 10*time.Second, func() bool { return len(l.lookupPorts(t, "other")) == 0 })
 }
 
 func TestLookupdRestartAndRuntimeAddresses(t *testing.T) {
@@ -206,7 +207,7 @@ func TestLookupdRestartAndRuntimeAddresses(t *testing.T) {
 	if _, err := d.GetTopic("survivor"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "registration", 10*time.Second, func() bool { return len(l.lookupPorts(t, "survivor")) == 1 })
+	testutil.WaitFor(t, "registration", 10*time.Second, func() bool { return len(l.lookupPorts(t, "survivor")) == 1 })
 
 	// Restart lookupd on the same TCP address: nsqd re-registers.
 	if err := l.Shutdown(context.Background()); err != nil {
@@ -214,7 +215,7 @@ func TestLookupdRestartAndRuntimeAddresses(t *testing.T) {
 	}
 	restarted := time.Now()
 	l2 := startLookupd(t, addr, time.Minute)
-	waitFor(t, "re-registration after lookupd restart", 20*time.Second, func() bool {
+	testutil.WaitFor(t, "re-registration after lookupd restart", 20*time.Second, func() bool {
 		return len(l2.lookupPorts(t, "survivor")) == 1
 	})
 	t.Logf("re-registered %s after the lookupd restart", time.Since(restarted).Round(time.Millisecond))
@@ -225,7 +226,7 @@ func TestLookupdRestartAndRuntimeAddresses(t *testing.T) {
 	if code, resp := d.do("PUT", "/config/nsqlookupd_tcp_addresses", string(body)); code != http.StatusOK {
 		t.Fatalf("PUT config: %d %s", code, resp)
 	}
-	waitFor(t, "registration with the added lookupd", 10*time.Second, func() bool {
+	testutil.WaitFor(t, "registration with the added lookupd", 10*time.Second, func() bool {
 		return len(l3.lookupPorts(t, "survivor")) == 1
 	})
 	var addrs []string
@@ -247,13 +248,13 @@ func TestNewTopicPrecreatesChannelsFromLookupd(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, "channels registered", 10*time.Second, func() bool {
+	testutil.WaitFor(t, "channels registered", 10*time.Second, func() bool {
 		var chans struct{ Channels []string }
 		getJSON(t, "http://"+l.http+"/channels?topic=shared", &chans)
 		return len(chans.Channels) == 3
 	})
 	d2 := nsqdWithLookupd(t, l.tcp)
-	waitFor(t, "d2 connected to lookupd", 10*time.Second, func() bool { return len(d2.lookup.HTTPAddresses()) == 1 })
+	testutil.WaitFor(t, "d2 connected to lookupd", 10*time.Second, func() bool { return len(d2.lookup.HTTPAddresses()) == 1 })
 	if err := newProducer(t, d2.tcp).Publish("shared", []byte("first")); err != nil {
 		t.Fatal(err)
 	}
@@ -265,7 +266,7 @@ func TestNewTopicPrecreatesChannelsFromLookupd(t *testing.T) {
 		t.Fatalf("pre-created channels = %v, want a,b (ephemeral never pre-created)", names)
 	}
 	for _, ch := range mustTopic(t, d2.NSQD, "shared").Channels() {
-		waitFor(t, "first message in "+ch.name, 5*time.Second, func() bool { return ch.Depth() == 1 })
+		testutil.WaitFor(t, "first message in "+ch.name, 5*time.Second, func() bool { return ch.Depth() == 1 })
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nsqgo/nsq/internal/memlimit"
 	"github.com/nsqgo/nsq/internal/memlimit/memlimittest"
+	"github.com/nsqgo/nsq/internal/testutil"
 )
 
 // fakeCgroup makes the daemon read its memory limit from a cgroup tree the
@@ -29,7 +30,7 @@ func fakeCgroup(t *testing.T, d *testDaemon, memoryMax string) *memlimittest.Cgr
 // hard and checks every budget derived from them.
 func waitLimits(t *testing.T, d *testDaemon, hard uint64, src memlimit.Source) {
 	t.Helper()
-	waitFor(t, "the daemon to follow the limit", 10*time.Second, func() bool {
+	testutil.WaitFor(t, "the daemon to follow the limit", 10*time.Second, func() bool {
 		return d.guard.limits().Hard == hard
 	})
 	mi := d.guard.info()
@@ -64,7 +65,7 @@ func TestMemoryLimitFollowsCgroup(t *testing.T) {
 
 	cg.Set("3221225472") // lowered to 3 GiB: 2.5 GiB is over its soft limit
 	waitLimits(t, d, 3*gib, memlimit.SourceCgroup2)
-	waitFor(t, "the memory state to be over", 5*time.Second, func() bool { return d.guard.state() == memlimit.Over })
+	testutil.WaitFor(t, "the memory state to be over", 5*time.Second, func() bool { return d.guard.state() == memlimit.Over })
 	err := newProducer(t, d.tcp).Publish("live", []byte("refused"))
 	if err == nil || !strings.Contains(err.Error(), "memory limit") {
 		t.Fatalf("publish over the lowered limit: %v, want refused", err)
@@ -72,7 +73,7 @@ func TestMemoryLimitFollowsCgroup(t *testing.T) {
 
 	cg.Set("max") // lifted: back to RAM
 	waitLimits(t, d, 64*gib, memlimit.SourceRAM)
-	waitFor(t, "the memory state to be normal", 5*time.Second, func() bool { return d.guard.state() == memlimit.Normal })
+	testutil.WaitFor(t, "the memory state to be normal", 5*time.Second, func() bool { return d.guard.state() == memlimit.Normal })
 	if err := newProducer(t, d.tcp).Publish("live", []byte("accepted again")); err != nil {
 		t.Fatalf("publish after the limit was raised: %v", err)
 	}
@@ -122,9 +123,9 @@ func TestMemoryReleasedWhenIdleAfterSpike(t *testing.T) {
 	d.guard.usage.Store(&f)
 
 	const line = "memory released to the OS"
-	waitFor(t, "a release after the fall", 10*time.Second, func() bool { return strings.Contains(logs.String(), line) })
+	testutil.WaitFor(t, "a release after the fall", 10*time.Second, func() bool { return strings.Contains(logs.String(), line) })
 	seen := samples.Load()
-	waitFor(t, "20 more samples", 10*time.Second, func() bool { return samples.Load() > seen+20 })
+	testutil.WaitFor(t, "20 more samples", 10*time.Second, func() bool { return samples.Load() > seen+20 })
 	if n := strings.Count(logs.String(), line); n != 1 {
 		t.Fatalf("%d releases while usage held steady, want 1", n)
 	}

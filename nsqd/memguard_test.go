@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nsqgo/nsq/internal/memlimit"
+	"github.com/nsqgo/nsq/internal/testutil"
 )
 
 // driveMemory makes the daemon's memory monitor read the given usage.
@@ -96,7 +97,7 @@ func TestMemoryLowSendsMessagesToDisk(t *testing.T) {
 		t.Fatalf("state %v, want low", st)
 	}
 	// The channel has no consumer, so its memory queue is moved to disk...
-	waitFor(t, "idle memory queue spilled to disk", 5*time.Second, func() bool { return ch.q.backend.Depth() == 10 })
+	testutil.WaitFor(t, "idle memory queue spilled to disk", 5*time.Second, func() bool { return ch.q.backend.Depth() == 10 })
 	// ...and new messages go to disk, not memory.
 	if err := p.MultiPublish("low", bodies("during", 5)); err != nil {
 		t.Fatal(err)
@@ -106,5 +107,5 @@ func TestMemoryLowSendsMessagesToDisk(t *testing.T) {
 	}
 	got := newSink()
 	newConsumer(t, d.tcp, "low", "idle", nil, got)
-	waitFor(t, "all 15 consumed", 10*time.Second, func() bool { return got.distinct() == 15 })
+	testutil.WaitFor(t, "all 15 consumed", 10*time.Second, func() bool { return got.distinct() == 15 })
 }

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/nsqio/go-nsq"
+
+	"github.com/nsqgo/nsq/internal/testutil"
 )
 
 // heapInUse returns live heap bytes after a full collection.
@@ -53,7 +55,7 @@ func TestLargeMessageLeavesNoConnectionBuffer(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("warm-up message not delivered")
 	}
-	waitFor(t, "warm-up FIN", 5*time.Second, func() bool { return d.Stats("big", "", false)[0].Channels[0].InFlightCount == 0 })
+	testutil.WaitFor(t, "warm-up FIN", 5*time.Second, func() bool { return d.Stats("big", "", false)[0].Channels[0].InFlightCount == 0 })
 	before := heapInUse()
 
 	// A raw connection, closed at once: go-nsq's Producer keeps a reference
@@ -67,7 +69,7 @@ func TestLargeMessageLeavesNoConnectionBuffer(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("20 MB message not delivered")
 	}
-	waitFor(t, "20 MB message FIN", 10*time.Second, func() bool {
+	testutil.WaitFor(t, "20 MB message FIN", 10*time.Second, func() bool {
 		return d.Stats("big", "", false)[0].Channels[0].InFlightCount == 0
 	})
 

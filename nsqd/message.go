@@ -3,7 +3,6 @@ package nsqd
 import (
 	"encoding/binary"
 	"fmt"
-	"time"
 
 	"github.com/nsqgo/nsq/internal/pqueue"
 )
@@ -29,8 +28,9 @@ type Message struct {
 	Timestamp int64
 	Attempts  uint16
 
-	// Priority (in the embedded pqueue.Item) is the in-flight deadline or
-	// the deferred due time, in unix ns, depending on which queue holds it.
+	// Due (in the embedded pqueue.Item) is when the channel next acts on
+	// the message, in unix ns: the timeout while it is in flight, the
+	// release while it is deferred. It is unused elsewhere.
 	pqueue.Item
 	// deliveredAt is when it went in flight; TOUCH may not extend past
 	// deliveredAt + max-msg-timeout.
@@ -45,11 +45,6 @@ type Message struct {
 	// held read (msgQueue.holdReads): its record stays on disk until the
 	// message is FIN'd (or safe elsewhere). 0 when not held.
 	hold uint64
-}
-
-// NewMessage builds a fresh message published now.
-func NewMessage(id MessageID, body []byte) *Message {
-	return &Message{ID: id, Body: body, Timestamp: time.Now().UnixNano()}
 }
 
 // newBatch returns n new zero messages for one publish. Their structs

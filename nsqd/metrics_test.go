@@ -15,6 +15,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/nsqgo/nsq/internal/testutil"
 )
 
 // scrapeMetrics GETs /metrics and parses it with the Prometheus text parser.
@@ -95,7 +97,7 @@ func queueConsumer(t *testing.T, d *testDaemon, topic, channel string, maxInFlig
 		handle(m)
 		return nil
 	}))
-	waitFor(t, channel+" subscribed", 5*time.Second, func() bool {
+	testutil.WaitFor(t, channel+" subscribed", 5*time.Second, func() bool {
 		for _, ts := range d.Stats(topic, channel, false) {
 			for _, cs := range ts.Channels {
 				if cs.ChannelName == channel && cs.ClientCount == 1 {
@@ -195,10 +197,10 @@ func TestMetricsAfterTraffic(t *testing.T) {
 				cs.E2eProcessingLatency.Count == n
 		}
 	}
-	waitFor(t, "fin settled", 10*time.Second, settled("fin", 0, 0))
-	waitFor(t, "req settled", 10*time.Second, settled("req", n, 0))
-	waitFor(t, "slow settled", 10*time.Second, settled("slow", 0, n))
-	waitFor(t, "hold in flight", 10*time.Second, func() bool { return channelStatsOf(d, topic, "hold").InFlightCount == n })
+	testutil.WaitFor(t, "fin settled", 10*time.Second, settled("fin", 0, 0))
+	testutil.WaitFor(t, "req settled", 10*time.Second, settled("req", n, 0))
+	testutil.WaitFor(t, "slow settled", 10*time.Second, settled("slow", 0, n))
+	testutil.WaitFor(t, "hold in flight", 10*time.Second, func() bool { return channelStatsOf(d, topic, "hold").InFlightCount == n })
 
 	fams := scrapeMetrics(t, d)
 	gauge, counter, summary := dto.MetricType_GAUGE, dto.MetricType_COUNTER, dto.MetricType_SUMMARY
@@ -334,9 +336,9 @@ func TestMetricsConcurrentScrapes(t *testing.T) {
 	o.E2EProcessingLatencyPercentiles = []float64{0.5}
 	d := startDaemon(t, o)
 	h := d.metricsHandler()
-	var wg sync.WaitGroup
+	var churn, scrapes sync.WaitGroup
 	stop := make(chan struct{})
-	wg.Go(func() {
+	churn.Go(func() {
 		for i := 0; ; i++ {
 			select {
 			case <-stop:
@@ -354,7 +356,7 @@ func TestMetricsConcurrentScrapes(t *testing.T) {
 		}
 	})
 	for range 3 {
-		wg.Go(func() {
+		scrapes.Go(func() {
 			for range 20 {
 				rec := httptest.NewRecorder()
 				h.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
@@ -364,9 +366,10 @@ func TestMetricsConcurrentScrapes(t *testing.T) {
 			}
 		})
 	}
-	time.Sleep(200 * time.Millisecond)
+	// The churn runs for as long as the scrapes take.
+	scrapes.Wait()
 	close(stop)
-	wg.Wait()
+	churn.Wait()
 }
 
 func isLinux() bool {

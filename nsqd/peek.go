@@ -132,7 +132,7 @@ func (ch *Channel) peekDeferred(n int) []PeekedMessage {
 	var all []dueMsg
 	ch.mu.Lock()
 	ch.deferredPQ.Each(func(m *Message) bool {
-		all = append(all, dueMsg{m.Priority, m})
+		all = append(all, dueMsg{m.Due, m})
 		return true
 	})
 	for _, r := range ch.spill.pending {
@@ -171,7 +171,7 @@ func (ch *Channel) peekInFlight(n int) []PeekedMessage {
 		k := 0
 		for m := s.flight.head; m != nil && k < n; m = m.next {
 			p := peeked(m, m.Body)
-			p.Deadline, p.sub = m.Priority, s
+			p.Deadline, p.sub = m.Due, s
 			out = append(out, p)
 			k++
 		}

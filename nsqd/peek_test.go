@@ -42,7 +42,7 @@ func TestPeekChangesNothing(t *testing.T) {
 	d := startDaemon(t, o)
 	d.mustDo("POST", "/topic/create?topic=p", "", 200)
 	d.mustDo("POST", "/channel/create?topic=p&channel=c", "", 200)
-	pc := dialRaw(t, d.tcp)
+	pc := dialV2(t, d.tcp)
 	var want []string
 	for i := range 20 {
 		want = append(want, fmt.Sprintf("m%02d", i))
@@ -71,7 +71,7 @@ func TestPeekChangesNothing(t *testing.T) {
 		t.Fatalf("default n: %d messages, want 10", len(r.Messages))
 	}
 
-	c := dialRaw(t, d.tcp)
+	c := dialV2(t, d.tcp)
 	c.send("SUB p c")
 	c.expect(wire.FrameTypeResponse, "OK")
 	c.send("RDY 3")
@@ -108,7 +108,7 @@ func TestPeekDeferredTopicAndLimits(t *testing.T) {
 	d := startDaemon(t, testOptions(t))
 	d.mustDo("POST", "/topic/create?topic=dt", "", 200)
 	d.mustDo("POST", "/channel/create?topic=dt&channel=c", "", 200)
-	pc := dialRaw(t, d.tcp)
+	pc := dialV2(t, d.tcp)
 	for _, dp := range []struct {
 		name  string
 		delay int

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/nsqio/go-nsq"
+
+	"github.com/nsqgo/nsq/internal/testutil"
 )
 
 // Queue policies (issue 12), end to end: real daemons, go-nsq and raw
@@ -80,9 +82,9 @@ func (d *testDaemon) consumeExactly(topic, channel string, want []string) {
 	cfg.MaxInFlight = 50
 	s := &orderedSink{}
 	newConsumer(d.t, d.tcp, topic, channel, cfg, s)
-	waitFor(d.t, fmt.Sprintf("%d messages on %s/%s", len(want), topic, channel), 10*time.Second,
+	testutil.WaitFor(d.t, fmt.Sprintf("%d messages on %s/%s", len(want), topic, channel), 10*time.Second,
 		func() bool { return len(s.got()) >= len(want) })
-	waitFor(d.t, "channel drained and acknowledged", 10*time.Second, func() bool {
+	testutil.WaitFor(d.t, "channel drained and acknowledged", 10*time.Second, func() bool {
 		cs, ok := d.channelStats(topic, channel)
 		return ok && cs.Depth == 0 && cs.InFlightCount == 0
 	})
@@ -198,7 +200,7 @@ func TestPolicyRejectNew(t *testing.T) {
 	d.mustDo("POST", "/channel/create?topic=orders&channel=free", "", http.StatusOK)
 	d.postPolicy("/channel/policy?topic=orders&channel=capped", `{"max_msgs":100,"overflow":"reject_new"}`)
 
-	c := dialRaw(t, d.tcp)
+	c := dialV2(t, d.tcp)
 	for i := 0; i < 98; i++ {
 		c.send("PUB orders", []byte(policyBody(i)))
 		c.expect(0, "OK")
@@ -211,12 +213,12 @@ func TestPolicyRejectNew(t *testing.T) {
 			t.Fatalf("%s: depth %d after a refused MPUB, want 98", ch, cs.Depth)
 		}
 	}
-	c = dialRaw(t, d.tcp)
+	c = dialV2(t, d.tcp)
 	c.send("MPUB orders", mpubBodyBytes(policyBodies(98, 100)))
 	c.expect(0, "OK")
 	c.send("PUB orders", []byte(policyBody(100)))
 	c.expectFatal("E_PUB_FAILED PUB failed queue full: channel orders/capped has max_msgs=100")
-	c = dialRaw(t, d.tcp)
+	c = dialV2(t, d.tcp)
 	c.send("DPUB orders 1000", []byte(policyBody(100)))
 	c.expectFatal("E_DPUB_FAILED DPUB failed queue full: channel orders/capped has max_msgs=100")
 	code, body := d.do("POST", "/pub?topic=orders", policyBody(100))
@@ -291,7 +293,7 @@ func TestPolicyMaxAge(t *testing.T) {
 	publishInBatches(t, p, "events", 0, 50)
 	start := time.Now()
 	// The sweep drops them once they are 2 s old, with no consumer.
-	waitFor(t, "50 messages expired", 10*time.Second, func() bool {
+	testutil.WaitFor(t, "50 messages expired", 10*time.Second, func() bool {
 		cs, _ := d.channelStats("events", "c")
 		return cs.ExpiredCount == 50 && cs.Depth == 0
 	})
@@ -309,7 +311,7 @@ func TestPolicyMaxAgeTopicBacklog(t *testing.T) {
 	d.postPolicy("/topic/policy?topic=events", `{"max_age":"1s"}`)
 	p := newProducer(t, d.tcp)
 	publishInBatches(t, p, "events", 0, 10)
-	waitFor(t, "the topic's backlog expired", 10*time.Second, func() bool {
+	testutil.WaitFor(t, "the topic's backlog expired", 10*time.Second, func() bool {
 		ts := d.topicStats("events")
 		return ts.ExpiredCount == 10 && ts.Depth == 0
 	})
@@ -393,7 +395,7 @@ func TestPolicyMaxAgeReclaimsDisk(t *testing.T) {
 		t.Fatalf("disk backlog is %d bytes, want >= %d", before, total)
 	}
 	d.postPolicy("/topic/policy?topic=events", `{"max_age":"1s"}`) // the channel inherits it
-	waitFor(t, "every message expired", 15*time.Second, func() bool {
+	testutil.WaitFor(t, "every message expired", 15*time.Second, func() bool {
 		cs, _ := d.channelStats("events", "c")
 		return cs.Depth == 0 && cs.ExpiredCount == cs.MessageCount
 	})
@@ -465,7 +467,7 @@ func TestPolicyMaxAttempts(t *testing.T) {
 			s.noFin = !tc.requeue
 			newConsumer(t, d.tcp, "jobs", "work", cfg, s)
 			t.Cleanup(s.release) // before the consumer stops
-			waitFor(t, "every message out of attempts", 20*time.Second, func() bool {
+			testutil.WaitFor(t, "every message out of attempts", 20*time.Second, func() bool {
 				cs, _ := d.channelStats("jobs", "work")
 				return cs.DeadLetterCount == n
 			})
@@ -490,7 +492,7 @@ func TestPolicyMaxAttempts(t *testing.T) {
 			dlCfg := nsqConfig()
 			dlCfg.MaxInFlight = n
 			newConsumer(t, d.tcp, "dlq", "inspect", dlCfg, dl)
-			waitFor(t, "every message on the dead-letter topic", 10*time.Second, func() bool {
+			testutil.WaitFor(t, "every message on the dead-letter topic", 10*time.Second, func() bool {
 				_, total := dl.snapshot()
 				return total >= n
 			})
@@ -671,7 +673,7 @@ func TestPolicyFileAndDowngrade(t *testing.T) {
 		t.Fatalf("policy after restart: %s", got)
 	}
 	d.mustDo("POST", "/topic/delete?topic=orders", "", 200)
-	waitFor(t, "policies file removed with the last policy", 5*time.Second, func() bool {
+	testutil.WaitFor(t, "policies file removed with the last policy", 5*time.Second, func() bool {
 		_, err := os.Stat(filepath.Join(o.DataPath, policiesFile))
 		return os.IsNotExist(err)
 	})
@@ -749,7 +751,7 @@ func TestPolicyDataDirStartsNSQ(t *testing.T) {
 		_ = cmd.Wait()
 	}()
 	var depth float64
-	waitFor(t, "NSQ v1.3.0 nsqd serving the data dir", 10*time.Second, func() bool {
+	testutil.WaitFor(t, "NSQ v1.3.0 nsqd serving the data dir", 10*time.Second, func() bool {
 		resp, err := http.Get("http://" + httpAddr + "/stats?format=json&topic=orders&channel=c")
 		if err != nil {
 			return false
@@ -801,7 +803,7 @@ func TestPolicyDeadLetterReleasesHeldRecords(t *testing.T) {
 	cfg.MaxBackoffDuration = 0
 	s := &countingSink{sink: newSink(), requeue: true}
 	c := newConsumer(t, d.tcp, "jobs", "work", cfg, s)
-	waitFor(t, "every message dead-lettered", 10*time.Second, func() bool {
+	testutil.WaitFor(t, "every message dead-lettered", 10*time.Second, func() bool {
 		cs, _ := d.channelStats("jobs", "work")
 		return cs.DeadLetterCount == n
 	})

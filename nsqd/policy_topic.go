@@ -87,7 +87,7 @@ func (t *Topic) enforcePolicy(chans []*Channel) {
 // sweepPolicy is the periodic work of the topic's policy on its backlog
 // (msgQueue.sweep).
 func (t *Topic) sweepPolicy(now int64) {
-	if err := t.q.sweep(now, func() bool { return t.exiting }, t.unlock); err != nil {
+	if err := t.q.sweep(now, func() bool { return t.state().exiting() }, t.unlock); err != nil {
 		t.log.Error("measuring disk backlog", "topic", t.name, "err", err)
 	}
 }

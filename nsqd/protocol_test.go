@@ -22,13 +22,20 @@ import (
 	"time"
 
 	"github.com/nsqio/go-nsq"
+
+	"github.com/nsqgo/nsq/internal/testutil"
 )
 
-// v2conn is a minimal protocol V2 client speaking over a raw socket.
+// v2conn is a minimal protocol V2 client speaking over a raw socket, or
+// over what IDENTIFY upgraded it to (rig.dialV2).
 type v2conn struct {
 	t    *testing.T
-	conn net.Conn
-	r    *bufio.Reader
+	conn net.Conn      // the socket, or the TLS connection over it: deadlines
+	r    *bufio.Reader // reads frames, decompressed when compression is on
+	// w writes commands, compressed when compression is on; flush pushes
+	// them out (nil: nothing to flush).
+	w     io.Writer
+	flush func() error
 }
 
 // v2frame is one server frame.
@@ -62,14 +69,19 @@ func dialV2NoMagic(t *testing.T, addr string) *v2conn {
 		t.Fatalf("dial %s: %v", addr, err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	return &v2conn{t: t, conn: conn, r: bufio.NewReader(conn)}
+	return &v2conn{t: t, conn: conn, r: bufio.NewReader(conn), w: conn}
 }
 
 func (c *v2conn) write(b []byte) {
 	c.t.Helper()
 	_ = c.conn.SetWriteDeadline(time.Now().Add(5 * time.Second))
-	if _, err := c.conn.Write(b); err != nil {
+	if _, err := c.w.Write(b); err != nil {
 		c.t.Fatalf("write: %v", err)
+	}
+	if c.flush != nil {
+		if err := c.flush(); err != nil {
+			c.t.Fatalf("flush: %v", err)
+		}
 	}
 }
 
@@ -88,8 +100,8 @@ func v2MPUB(parts ...[]byte) []byte {
 	return v2Sized(inner)
 }
 
-// cmd sends a command line and, if given, a sized body.
-func (c *v2conn) cmd(line string, body ...[]byte) {
+// send writes a command line and, if given, a sized body.
+func (c *v2conn) send(line string, body ...[]byte) {
 	c.t.Helper()
 	buf := []byte(line + "\n")
 	for _, b := range body {
@@ -173,7 +185,10 @@ func (c *v2conn) expectClosed() {
 			}
 			c.t.Fatalf("got frame type %d %q, want the connection closed", f.typ, f.data)
 		}
-		if !v2IsClosed(err) {
+		// A compressed stream the server closed without ending it reads
+		// as an unexpected EOF.
+		compressed := c.flush != nil
+		if !v2IsClosed(err) && !(compressed && errors.Is(err, io.ErrUnexpectedEOF)) {
 			c.t.Fatalf("read: %v, want EOF (connection closed by the server)", err)
 		}
 		return
@@ -214,19 +229,19 @@ func (c *v2conn) identify(fields map[string]any) v2frame {
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	c.cmd("IDENTIFY", js)
+	c.send("IDENTIFY", js)
 	return c.next()
 }
 
 func (c *v2conn) sub(topic, channel string) {
 	c.t.Helper()
-	c.cmd("SUB " + topic + " " + channel)
+	c.send("SUB " + topic + " " + channel)
 	c.expectResponse("OK")
 }
 
 func (c *v2conn) pub(topic, body string) {
 	c.t.Helper()
-	c.cmd("PUB "+topic, []byte(body))
+	c.send("PUB "+topic, []byte(body))
 	c.expectResponse("OK")
 }
 
@@ -319,7 +334,7 @@ func (b *bystander) check() {
 	if sent == 0 {
 		b.t.Fatal("bystander published nothing")
 	}
-	waitFor(b.t, fmt.Sprintf("bystander to consume its %d messages", sent), 10*time.Second, func() bool {
+	testutil.WaitFor(b.t, fmt.Sprintf("bystander to consume its %d messages", sent), 10*time.Second, func() bool {
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		return len(b.seen) == sent
@@ -472,9 +487,9 @@ func TestFatalErrors(t *testing.T) {
 			c := dialV2(t, d.tcp)
 			for _, s := range tc.setup {
 				if js, ok := strings.CutPrefix(s, "IDENTIFY "); ok {
-					c.cmd("IDENTIFY", []byte(js))
+					c.send("IDENTIFY", []byte(js))
 				} else {
-					c.cmd(s)
+					c.send(s)
 				}
 				c.expectResponse("OK")
 			}
@@ -514,12 +529,14 @@ func v2Identify(js string) []byte { return v2Cat(v2Line("IDENTIFY"), v2Sized([]b
 
 // TestNonFatalErrors: FIN/REQ/TOUCH failures answer E_*_FAILED and leave
 // the connection usable.
-func TestNonFatalErrors(t *testing.T) {
-	d := startDaemon(t, testOptions(t))
-	a := dialV2(t, d.tcp)
+func TestNonFatalErrors(t *testing.T) { forEachTransport(t, nil, testNonFatalErrors) }
+
+func testNonFatalErrors(t *testing.T, r *rig) {
+	d := r.d
+	a := r.dialV2(t, nil)
 	a.sub("nf", "ch")
 	a.pub("nf", "one")
-	a.cmd("RDY 1")
+	a.send("RDY 1")
 	m := a.expectMsg()
 	if m.body != "one" || m.attempts != 1 {
 		t.Fatalf("got %+v", m)
@@ -533,28 +550,28 @@ func TestNonFatalErrors(t *testing.T) {
 		// 16 arbitrary bytes are a valid token, just not in flight
 		{"FIN !!!!!!!!!!!!!!!!", "E_FIN_FAILED FIN !!!!!!!!!!!!!!!! failed ID not in flight"},
 	} {
-		a.cmd(tc.send)
+		a.send(tc.send)
 		a.expectError(tc.want)
 		a.pub("other", "still-alive") // the connection still works
 	}
 
 	// Another client of the same channel cannot act on a's message.
-	b := dialV2(t, d.tcp)
+	b := r.dialV2(t, nil)
 	b.sub("nf", "ch")
 	for _, tc := range []struct{ send, want string }{
 		{"FIN " + m.id, "E_FIN_FAILED FIN " + m.id + " failed client does not own message"},
 		{"REQ " + m.id + " 0", "E_REQ_FAILED REQ " + m.id + " failed client does not own message"},
 		{"TOUCH " + m.id, "E_TOUCH_FAILED TOUCH " + m.id + " failed client does not own message"},
 	} {
-		b.cmd(tc.send)
+		b.send(tc.send)
 		b.expectError(tc.want)
 	}
 	b.pub("other", "b-alive")
 
 	// a still owns it: TOUCH and FIN work, a second FIN fails non-fatally.
-	a.cmd("TOUCH " + m.id)
-	a.cmd("FIN " + m.id)
-	a.cmd("FIN " + m.id)
+	a.send("TOUCH " + m.id)
+	a.send("FIN " + m.id)
+	a.send("FIN " + m.id)
 	a.expectError("E_FIN_FAILED FIN " + m.id + " failed ID not in flight")
 	// and a still receives messages afterwards (b has RDY 0)
 	b.pub("nf", "two")
@@ -569,24 +586,26 @@ func TestNonFatalErrors(t *testing.T) {
 
 // TestNOPAndCLS: NOP has no reply in any state; CLS answers CLOSE_WAIT,
 // stops deliveries, and later RDY is ignored while FIN still works.
-func TestNOPAndCLS(t *testing.T) {
-	d := startDaemon(t, testOptions(t))
-	c := dialV2(t, d.tcp)
-	c.cmd("NOP")
+func TestNOPAndCLS(t *testing.T) { forEachTransport(t, nil, testNOPAndCLS) }
+
+func testNOPAndCLS(t *testing.T, r *rig) {
+	d := r.d
+	c := r.dialV2(t, nil)
+	c.send("NOP")
 	c.pub("cls", "a") // the reply right after NOP is PUB's: NOP sent nothing
 	c.sub("cls", "ch")
-	c.cmd("NOP")
-	c.cmd("RDY 1")
+	c.send("NOP")
+	c.send("RDY 1")
 	m := c.expectMsg()
-	c.cmd("CLS")
+	c.send("CLS")
 	c.expectResponse("CLOSE_WAIT")
-	c.cmd("RDY 5") // ignored while closing
+	c.send("RDY 5") // ignored while closing
 	c.pub("cls", "b")
 	c.pub("cls", "c")
-	c.cmd("FIN " + m.id)
-	c.cmd("NOP")
+	c.send("FIN " + m.id)
+	c.send("NOP")
 	c.pub("cls", "d")
-	waitFor(t, "FIN after CLS to be processed", 5*time.Second, func() bool {
+	testutil.WaitFor(t, "FIN after CLS to be processed", 5*time.Second, func() bool {
 		cs, _ := coreChannel(d, "cls", "ch")
 		return cs.InFlightCount == 0 && cs.Depth == 3
 	})
@@ -594,7 +613,7 @@ func TestNOPAndCLS(t *testing.T) {
 	if len(cs.Clients) != 1 || cs.Clients[0].State != stateClosing || cs.Clients[0].ReadyCount != 0 || cs.Clients[0].FinishCount != 1 {
 		t.Fatalf("client after CLS: %+v", cs.Clients)
 	}
-	c.cmd("CLS")
+	c.send("CLS")
 	c.expectError("E_INVALID cannot CLS in current state")
 	c.expectClosed()
 }
@@ -689,7 +708,7 @@ func TestHeartbeatsDisabledWriteDeadline(t *testing.T) {
 	d := startDaemon(t, o)
 	c := dialV2(t, d.tcp)
 	c.pub("hb", "x") // arms a 500 ms write deadline for the reply
-	c.cmd("IDENTIFY", []byte(`{"heartbeat_interval":-1}`))
+	c.send("IDENTIFY", []byte(`{"heartbeat_interval":-1}`))
 	c.expectResponse("OK")
 	// Let every deadline from before IDENTIFY expire: the 500 ms write
 	// deadline, and the 1 s read deadline.
@@ -710,7 +729,7 @@ func TestHeartbeats(t *testing.T) {
 		if err != nil || !v2IsHeartbeat(f) {
 			t.Fatalf("heartbeat %d: %v %q", i, err, f.data)
 		}
-		c.cmd("NOP")
+		c.send("NOP")
 	}
 	if el := time.Since(start); el < 2900*time.Millisecond {
 		t.Fatalf("3 heartbeats in %s, want one per second", el)
@@ -743,7 +762,7 @@ func TestMPUBBadBodyDoesNotCreateTopic(t *testing.T) {
 	c.write(v2Cat(v2Line("MPUB mpub-trunc"), v2Int(100), v2Int(3), v2Sized([]byte("a")), v2Sized([]byte("b"))))
 	c.conn.Close()
 	c = dialV2(t, d.tcp)
-	c.cmd("MPUB mpub-good")
+	c.send("MPUB mpub-good")
 	c.write(v2MPUB([]byte("a"), []byte("b")))
 	c.expectResponse("OK")
 	if _, ok := d.GetExistingTopic("mpub-trunc"); ok {
@@ -780,18 +799,18 @@ func TestVanishingClients(t *testing.T) {
 	c := dialV2(t, d.tcp)
 	c.identify(map[string]any{"output_buffer_size": -1})
 	c.sub("van", "ch")
-	c.cmd("RDY 10")
+	c.send("RDY 10")
 	var msgs []v2msg
 	for i := 0; i < 10; i++ {
 		msgs = append(msgs, c.expectMsg())
 	}
-	c.cmd("RDY 0") // so FINs free no slot for more
+	c.send("RDY 0") // so FINs free no slot for more
 	finned := map[string]bool{}
 	for _, m := range msgs[:3] {
-		c.cmd("FIN " + m.id)
+		c.send("FIN " + m.id)
 		finned[m.body] = true
 	}
-	waitFor(t, "3 FINs processed", 5*time.Second, func() bool {
+	testutil.WaitFor(t, "3 FINs processed", 5*time.Second, func() bool {
 		cs, _ := coreChannel(d, "van", "ch")
 		return cs.InFlightCount == 7
 	})
@@ -817,14 +836,14 @@ func TestVanishingClients(t *testing.T) {
 		pc.conn.Close()
 	}
 
-	waitFor(t, "the vanished clients to be cleaned up", 5*time.Second, func() bool {
+	testutil.WaitFor(t, "the vanished clients to be cleaned up", 5*time.Second, func() bool {
 		d.clientsMu.Lock()
 		n := len(d.clients)
 		d.clientsMu.Unlock()
 		cs, _ := coreChannel(d, "van", "ch")
 		return n <= 1 && cs.ClientCount == 0 // the producer's connection remains
 	})
-	waitFor(t, fmt.Sprintf("goroutines back to %d", before), 5*time.Second, func() bool {
+	testutil.WaitFor(t, fmt.Sprintf("goroutines back to %d", before), 5*time.Second, func() bool {
 		return runtime.NumGoroutine() <= before
 	})
 	cs, _ := coreChannel(d, "van", "ch")
@@ -841,7 +860,7 @@ func TestVanishingClients(t *testing.T) {
 		mu.Unlock()
 		return nil
 	}))
-	waitFor(t, "17 messages redelivered", 10*time.Second, func() bool {
+	testutil.WaitFor(t, "17 messages redelivered", 10*time.Second, func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(got) == 17
@@ -869,7 +888,7 @@ func TestIdentifyChangesHeartbeat(t *testing.T) {
 		t.Fatalf("first heartbeat: %v %q", err, f.data)
 	}
 	sent := time.Now()
-	c.cmd("IDENTIFY", []byte(`{"heartbeat_interval":1500}`))
+	c.send("IDENTIFY", []byte(`{"heartbeat_interval":1500}`))
 	c.expectResponse("OK") // skips a heartbeat the old timer may still send
 	f, err := c.readFrame()
 	if err != nil || !v2IsHeartbeat(f) {
@@ -879,7 +898,7 @@ func TestIdentifyChangesHeartbeat(t *testing.T) {
 	if gap := time.Since(sent); gap < 1490*time.Millisecond {
 		t.Fatalf("first heartbeat %s after IDENTIFY, want the new 1.5 s interval", gap)
 	}
-	c.cmd("NOP")
+	c.send("NOP")
 	c.pub("hb", "alive")
 }
 

@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/nsqgo/nsq/internal/testutil"
 )
 
 // TestRestartGraceful publishes 100,000 messages (most of them spilled to
@@ -66,7 +68,7 @@ func TestRestartGraceful(t *testing.T) {
 	holder := newSink()
 	holder.noFin = true
 	holdC := newConsumer(t, d.tcp, "t", "c", cfg, holder)
-	waitFor(t, "messages in flight", 10*time.Second, func() bool {
+	testutil.WaitFor(t, "messages in flight", 10*time.Second, func() bool {
 		cs, _ := d.channelStats("t", "c")
 		return cs.InFlightCount == inFlight
 	})
@@ -129,7 +131,7 @@ func TestRestartGraceful(t *testing.T) {
 
 	// The side queues of deferred messages are taken back and removed (by
 	// each channel's spill worker, in the background).
-	waitFor(t, "the deferred side queues to be taken back", 5*time.Second, func() bool {
+	testutil.WaitFor(t, "the deferred side queues to be taken back", 5*time.Second, func() bool {
 		m, _ := filepath.Glob(filepath.Join(o.DataPath, "*deferred*"))
 		return len(m) == 0
 	})
@@ -139,7 +141,7 @@ func TestRestartGraceful(t *testing.T) {
 	got := newSink()
 	consumeAt := time.Now()
 	newConsumer(t, d2.tcp, "t", "c", cfg, got)
-	waitFor(t, "every message after the restart", 30*time.Second, func() bool {
+	testutil.WaitFor(t, "every message after the restart", 30*time.Second, func() bool {
 		return got.distinct() >= len(want) && got.has(want)
 	})
 	consumed := time.Since(consumeAt)
@@ -318,7 +320,7 @@ func TestRestartKill9(t *testing.T) {
 			}
 		}()
 	}
-	waitFor(t, fmt.Sprintf("%d acknowledged publishes", n), 30*time.Second, func() bool { return count.Load() >= n })
+	testutil.WaitFor(t, fmt.Sprintf("%d acknowledged publishes", n), 30*time.Second, func() bool { return count.Load() >= n })
 	close(killed)
 	if err := cmd.Process.Kill(); err != nil { // SIGKILL
 		t.Fatal(err)
@@ -342,10 +344,10 @@ func TestRestartKill9(t *testing.T) {
 	sk, sk2 := newSink(), newSink()
 	newConsumer(t, d.tcp, "k", "c", nil, sk)
 	newConsumer(t, d.tcp, "k2", "c", nil, sk2)
-	waitFor(t, "every acknowledged message", 20*time.Second, func() bool { return sk.has(ackedK) && sk2.has(ackedK2) })
+	testutil.WaitFor(t, "every acknowledged message", 20*time.Second, func() bool { return sk.has(ackedK) && sk2.has(ackedK2) })
 	si := newSink()
 	newConsumer(t, d.tcp, "k", "inflight", nil, si)
-	waitFor(t, "k/inflight to drain", 20*time.Second, func() bool {
+	testutil.WaitFor(t, "k/inflight to drain", 20*time.Second, func() bool {
 		cs, ok := d.channelStats("k", "inflight")
 		return ok && cs.Depth == 0 && cs.InFlightCount == 0 && si.distinct() > 0
 	})
@@ -406,7 +408,7 @@ func TestDeferredInTopic(t *testing.T) {
 			}
 			got := newSink()
 			newConsumer(t, d.tcp, "dt", "c", nil, got)
-			waitFor(t, "all messages", 10*time.Second, func() bool {
+			testutil.WaitFor(t, "all messages", 10*time.Second, func() bool {
 				return got.has([]string{"now-0", "now-1", "now-2", "now-3", "later"})
 			})
 			if at := got.firstSeen("later"); at.Before(sent.Add(delay)) {
@@ -462,7 +464,7 @@ func TestRestartAfterEmptyAndDelete(t *testing.T) {
 	// An ephemeral channel with a live consumer, and an ephemeral topic
 	// whose (durable) channel holds messages at shutdown.
 	ephC := newConsumer(t, d.tcp, "e", "tail#ephemeral", nil, newSink())
-	waitFor(t, "ephemeral subscription", 5*time.Second, func() bool {
+	testutil.WaitFor(t, "ephemeral subscription", 5*time.Second, func() bool {
 		_, ok := d.channelStats("e", "tail#ephemeral")
 		return ok
 	})
@@ -489,10 +491,10 @@ func TestRestartAfterEmptyAndDelete(t *testing.T) {
 	}
 	got := newSink()
 	newConsumer(t, d2.tcp, "e", "c", nil, got)
-	waitFor(t, "the three messages published after the empty", 5*time.Second, func() bool {
+	testutil.WaitFor(t, "the three messages published after the empty", 5*time.Second, func() bool {
 		return got.has([]string{"after-1", "after-2", "after-3"})
 	})
-	waitFor(t, "e/c drained", 5*time.Second, func() bool {
+	testutil.WaitFor(t, "e/c drained", 5*time.Second, func() bool {
 		cs, _ := d2.channelStats("e", "c")
 		return cs.Depth == 0 && cs.InFlightCount == 0
 	})

@@ -14,6 +14,7 @@ import (
 
 	"github.com/nsqgo/nsq/internal/quantile"
 	"github.com/nsqgo/nsq/internal/statsd"
+	"github.com/nsqgo/nsq/internal/testutil"
 )
 
 // statsdServer is a UDP socket the test opens; it checks every datagram
@@ -91,6 +92,25 @@ func (s *statsdServer) datagram(p string) {
 	}
 }
 
+// mark sends the server a counter datagram of its own (prefix, which the
+// server expects, then name), waits until the reader has taken it, and
+// returns the datagrams counted by then.
+func (s *statsdServer) mark(t *testing.T, prefix, name string) int {
+	t.Helper()
+	c, err := net.Dial("udp", s.conn.LocalAddr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Write([]byte(prefix + name + ":1|c\n")); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, "the statsd reader to take "+name, 5*time.Second, func() bool { return s.counter(name) == 1 })
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.packets
+}
+
 func (s *statsdServer) counter(name string) int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -147,7 +167,7 @@ func TestStatsdPush(t *testing.T) {
 	}
 
 	tn, cn := "topic.st.", "topic.st.channel.c."
-	waitFor(t, "first 5 messages in statsd", 10*time.Second, func() bool {
+	testutil.WaitFor(t, "first 5 messages in statsd", 10*time.Second, func() bool {
 		v, _ := srv.gauge(tn + "channel.idle.depth")
 		return srv.counter(tn+"message_count") == 5 && srv.counter(cn+"message_count") == 5 && v == 5
 	})
@@ -156,18 +176,25 @@ func TestStatsdPush(t *testing.T) {
 	if err := p.MultiPublish(topic, bodies("t", 3)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "8 messages in statsd", 10*time.Second, func() bool {
+	testutil.WaitFor(t, "8 messages in statsd", 10*time.Second, func() bool {
 		v, _ := srv.gauge(tn + "channel.idle.depth")
 		return v == 8 && srv.counter(cn+"message_count") == 8
 	})
-	time.Sleep(3 * o.StatsdInterval) // a few more pushes with no traffic
+	srv.mu.Lock()
+	seen := srv.packets
+	srv.mu.Unlock()
+	testutil.WaitFor(t, "three more datagrams with no traffic", 10*time.Second, func() bool {
+		srv.mu.Lock()
+		defer srv.mu.Unlock()
+		return srv.packets >= seen+3
+	})
 	if got := srv.counter(tn + "message_count"); got != 8 {
 		t.Errorf("sum of message_count deltas = %d, want 8", got)
 	}
 	if got := srv.counter(tn + "message_bytes"); got != int64(5*len("s-0")+3*len("t-0")) {
 		t.Errorf("sum of message_bytes deltas = %d", got)
 	}
-	waitFor(t, "e2e gauges", 5*time.Second, func() bool {
+	testutil.WaitFor(t, "e2e gauges", 5*time.Second, func() bool {
 		v, ok := srv.gauge(cn + "e2e_processing_latency_100")
 		return ok && v > 0
 	})
@@ -227,18 +254,14 @@ func TestStatsdStopsOnShutdown(t *testing.T) {
 	o.StatsdInterval = 20 * time.Millisecond
 	o.StatsdMemStats = true
 	d := startDaemon(t, o)
-	waitFor(t, "a push", 5*time.Second, func() bool { _, ok := srv.gauge("mem.heap_objects"); return ok })
-	d.stop()                          // must return: the loop ends with the daemon
-	time.Sleep(50 * time.Millisecond) // let the reader take what was sent
-	srv.mu.Lock()
-	before := srv.packets
-	srv.mu.Unlock()
-	time.Sleep(100 * time.Millisecond)
-	srv.mu.Lock()
-	after := srv.packets
-	srv.mu.Unlock()
-	if after != before {
-		t.Errorf("%d datagrams after shutdown", after-before)
+	testutil.WaitFor(t, "a push", 5*time.Second, func() bool { _, ok := srv.gauge("mem.heap_objects"); return ok })
+	d.stop() // must return: the loop ends with the daemon
+	// Once the reader has a marker sent after the stop, it has everything
+	// nsqd sent before it.
+	before := srv.mark(t, "x.", "before")
+	time.Sleep(5 * o.StatsdInterval) // the window in which no push may come
+	if after := srv.mark(t, "x.", "after"); after != before+1 {
+		t.Errorf("%d datagrams after shutdown", after-before-1)
 	}
 }
 

@@ -72,7 +72,3 @@ func (n *NSQD) removeClient(c *client) {
 	delete(n.clients, c.id)
 	n.clientsMu.Unlock()
 }
-
-// addProducer is called the first time a client publishes; producers stay
-// in /stats while connected (NSQ lists every client that ever published).
-func (n *NSQD) addProducer(c *client) {}

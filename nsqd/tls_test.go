@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/nsqio/go-nsq"
+
+	"github.com/nsqgo/nsq/internal/testutil"
 )
 
 func tlsOptions(t *testing.T, pki *testPKI) *Options {
@@ -39,13 +41,14 @@ func (d *testDaemon) httpsDo(cfg *tls.Config, method, path string) (int, string,
 }
 
 // upgradeTLS performs the client side of a tls_v1 negotiation.
-func (c *rawClient) upgradeTLS(cfg *tls.Config) {
+func (c *v2conn) upgradeTLS(cfg *tls.Config) {
 	c.t.Helper()
 	tc := tls.Client(c.conn, cfg)
+	_ = tc.SetDeadline(time.Now().Add(v2ReadTimeout))
 	if err := tc.Handshake(); err != nil {
 		c.t.Fatalf("TLS handshake: %v", err)
 	}
-	c.conn, c.r = tc, bufio.NewReader(tc)
+	c.conn, c.r, c.w = tc, bufio.NewReader(tc), tc
 	c.expect(0, "OK")
 }
 
@@ -57,20 +60,20 @@ func TestTLSRequired(t *testing.T) {
 
 	// Every TCP command but IDENTIFY is refused before the upgrade.
 	for _, line := range []string{"NOP", "PUB t", "SUB t c", "AUTH", "RDY 1", "BOGUS"} {
-		c := dialRaw(t, d.tcp)
+		c := dialV2(t, d.tcp)
 		c.send(line)
 		c.expectFatal(fmt.Sprintf("E_INVALID cannot %s in current state (TLS required)", strings.Fields(line)[0]))
 	}
-	c := dialRaw(t, d.tcp)
-	if reply := c.identify(map[string]any{}); reply["tls_v1"] != false {
+	c := dialV2(t, d.tcp)
+	if reply := c.identifyJSON(map[string]any{}); reply["tls_v1"] != false {
 		t.Fatalf("tls_v1 offered without being asked: %v", reply)
 	}
 	c.send("PUB t", []byte("x"))
 	c.expectFatal("E_INVALID cannot PUB in current state (TLS required)")
 
 	// After the upgrade the same commands work.
-	c = dialRaw(t, d.tcp)
-	if reply := c.identify(map[string]any{"tls_v1": true}); reply["tls_v1"] != true {
+	c = dialV2(t, d.tcp)
+	if reply := c.identifyJSON(map[string]any{"tls_v1": true}); reply["tls_v1"] != true {
 		t.Fatalf("tls_v1 not offered: %v", reply)
 	}
 	c.upgradeTLS(pki.clientTLS(false))
@@ -107,7 +110,7 @@ func TestTLSRequiredTCPOnly(t *testing.T) {
 	o := tlsOptions(t, pki)
 	o.TLSRequired = TLSRequiredExceptHTTP
 	d := startDaemon(t, o)
-	c := dialRaw(t, d.tcp)
+	c := dialV2(t, d.tcp)
 	c.send("NOP")
 	c.expectFatal("E_INVALID cannot NOP in current state (TLS required)")
 	d.mustDo("GET", "/ping", "", http.StatusOK)
@@ -134,7 +137,7 @@ func TestTLSClientAuthPolicy(t *testing.T) {
 			d := startDaemon(t, o)
 
 			// A policy makes TLS required.
-			c := dialRaw(t, d.tcp)
+			c := dialV2(t, d.tcp)
 			c.send("NOP")
 			c.expectFatal("E_INVALID cannot NOP in current state (TLS required)")
 
@@ -178,8 +181,8 @@ func TestTLSMinVersion(t *testing.T) {
 
 	old := pki.clientTLS(false)
 	old.MaxVersion = tls.VersionTLS11
-	c := dialRaw(t, d.tcp)
-	c.identify(map[string]any{"tls_v1": true})
+	c := dialV2(t, d.tcp)
+	c.identifyJSON(map[string]any{"tls_v1": true})
 	if err := tls.Client(c.conn, old).Handshake(); err == nil {
 		t.Fatal("TLS 1.1 handshake accepted with --tls-min-version=tls1.2")
 	}
@@ -187,7 +190,7 @@ func TestTLSMinVersion(t *testing.T) {
 	cfg := nsqConfig()
 	cfg.TlsV1, cfg.TlsConfig = true, pki.clientTLS(false)
 	newConsumer(t, d.tcp, "t", "c", cfg, newSink())
-	waitFor(t, "consumer", 5*time.Second, func() bool { _, ok := d.channelStats("t", "c"); return ok })
+	testutil.WaitFor(t, "consumer", 5*time.Second, func() bool { _, ok := d.channelStats("t", "c"); return ok })
 	if cs := consumerStats(t, d, "t", "c"); cs.TLSVersion != "TLS13" || !strings.HasPrefix(cs.CipherSuite, "TLS_") {
 		t.Errorf("stats tls_version %q cipher %q", cs.TLSVersion, cs.CipherSuite)
 	}

@@ -44,17 +44,15 @@ type Topic struct {
 	blocked  atomic.Pointer[string]     // why the backlog cannot move; nil when it can
 	chanList atomic.Pointer[[]*Channel] // t.channels as a slice; replaced, never modified
 
+	// lifecycle is the topicState (topic_state.go), written with mu held,
+	// read without it by NSQD.getTopic.
+	lifecycle atomic.Uint32
+
 	mu       sync.RWMutex // guards every field below, and q
 	channels map[string]*Channel
 	q        msgQueue
 	draining bool // a drain goroutine owns the backlog
-	starting bool // channels are being pre-created; hold the backlog
-	exiting  bool
-	// retired: an ephemeral topic that lost its last channel and is about
-	// to be deleted; it takes no new channel or message (errExiting).
-	// It is written with mu held and read without it by NSQD.getTopic.
-	retired atomic.Bool
-	drainWG sync.WaitGroup
+	drainWG  sync.WaitGroup
 }
 
 func newTopic(name string, cfg *queueConfig, hooks topicHooks, e2eWindow time.Duration, e2ePcts []float64) (*Topic, error) {
@@ -93,7 +91,7 @@ func (t *Topic) Put(msgs []*Message) error {
 		bytes += uint64(len(m.Body))
 	}
 	t.mu.RLock()
-	if t.exiting || t.retired.Load() {
+	if !t.state().takesWork() {
 		t.mu.RUnlock()
 		return errExiting
 	}
@@ -126,20 +124,20 @@ func (t *Topic) channelList() []*Channel {
 // that channels pre-created from lookupd all see the first messages.
 func (t *Topic) holdForStart() {
 	t.mu.Lock()
-	t.starting = true
+	t.moveLocked(topicStarting, topicOpen)
 	t.unlock()
 }
 
 func (t *Topic) releaseStartHold() {
 	t.mu.Lock()
-	t.starting = false
+	t.moveLocked(topicOpen, topicStarting)
 	t.startDrainLocked()
 	t.unlock()
 }
 
 // holdsBacklogLocked reports whether new messages must queue in the topic.
 func (t *Topic) holdsBacklogLocked() bool {
-	return t.paused.Load() || t.starting || t.draining || len(t.channels) == 0 || t.q.lenLocked() > 0 || t.q.diskBusyLocked()
+	return t.paused.Load() || t.state() == topicStarting || t.draining || len(t.channels) == 0 || t.q.lenLocked() > 0 || t.q.diskBusyLocked()
 }
 
 // fanOut gives each of chans its own copy of msgs (sharing the bodies).
@@ -163,11 +161,11 @@ func (t *Topic) fanOut(chans []*Channel, msgs []*Message) error {
 		if left > 0 {
 			batch = copyBatch(msgs)
 		}
-		done, err := ch.tryPut(batch, false)
+		needsDisk, err := ch.putWithoutDisk(batch)
 		if err != nil {
 			errs = append(errs, err)
 		}
-		if !done {
+		if needsDisk {
 			slow = append(slow, diskPut{ch, batch})
 		}
 	}
@@ -188,7 +186,7 @@ func (t *Topic) fanOut(chans []*Channel, msgs []*Message) error {
 	})
 	if closed {
 		t.mu.RLock()
-		exiting := t.exiting
+		exiting := t.state().exiting()
 		t.mu.RUnlock()
 		if exiting {
 			errs = append(errs, errExiting)
@@ -224,7 +222,7 @@ func (t *Topic) removeChannelLocked(ch *Channel) {
 // once the disk write succeeded, so a failed publish leaves no trace.
 func (t *Topic) queue(msgs []*Message) error {
 	t.mu.Lock()
-	if t.exiting || t.retired.Load() {
+	if !t.state().takesWork() {
 		t.unlock()
 		return errExiting
 	}
@@ -286,7 +284,7 @@ func (t *Topic) GetChannel(name string) (*Channel, error) {
 		t.unlock()
 		return ch, nil
 	}
-	if t.exiting || t.retired.Load() {
+	if !t.state().takesWork() {
 		t.unlock()
 		return nil, errExiting
 	}
@@ -346,7 +344,7 @@ func (t *Topic) unlock() {
 }
 
 // isRetired reports whether the topic is an ephemeral topic on its way out.
-func (t *Topic) isRetired() bool { return t.retired.Load() }
+func (t *Topic) isRetired() bool { return t.state().retired() }
 
 // retireIfEmptyLocked retires an ephemeral topic that has just lost its
 // last channel, in the same critical section, so that no SUB or PUB can
@@ -355,7 +353,7 @@ func (t *Topic) retireIfEmptyLocked() bool {
 	if len(t.channels) > 0 || !t.ephemeral || t.hooks.lastChannelGone == nil {
 		return false
 	}
-	t.retired.Store(true)
+	t.retireLocked()
 	return true
 }
 
@@ -443,11 +441,10 @@ func (t *Topic) stop(deleted bool) (finish func() error) {
 	// (non-ephemeral) channels would write to disk could only be orphaned.
 	deleted = deleted || t.ephemeral
 	t.mu.Lock()
-	if t.exiting {
+	if !t.exitLocked() {
 		t.unlock()
 		return func() error { return nil }
 	}
-	t.exiting = true
 	t.unlock()
 	t.drainWG.Wait()
 
@@ -490,7 +487,7 @@ func (t *Topic) stop(deleted bool) (finish func() error) {
 func (t *Topic) spillToDisk() int {
 	t.mu.Lock()
 	defer t.unlock()
-	if t.exiting {
+	if t.state().exiting() {
 		return 0
 	}
 	n, err := t.q.spillLocked()

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/nsqgo/nsq/internal/testutil"
 )
 
 // The write deadline is the heartbeat interval (set by IDENTIFY; 1 s at
@@ -51,7 +53,7 @@ func dialSmallWindow(t *testing.T, addr string) net.Conn {
 // and returns a raw connection subscribed to it with RDY for all of them
 // and heartbeats (so write timeouts) of slowHeartbeatMs. Nothing is read
 // yet but the replies to IDENTIFY and SUB.
-func subscribeSlow(t *testing.T) (*testDaemon, *rawClient) {
+func subscribeSlow(t *testing.T) (*testDaemon, *v2conn) {
 	t.Helper()
 	d := startDaemon(t, testOptions(t))
 	body := make([]byte, slowMsgSize)
@@ -63,9 +65,9 @@ func subscribeSlow(t *testing.T) (*testDaemon, *rawClient) {
 		t.Fatal(err)
 	}
 	conn := dialSmallWindow(t, d.tcp)
-	c := &rawClient{t: t, conn: conn, r: bufio.NewReaderSize(conn, 4<<10)}
+	c := &v2conn{t: t, conn: conn, r: bufio.NewReaderSize(conn, 4<<10), w: conn}
 	c.write([]byte("  V2"))
-	c.identify(map[string]any{"heartbeat_interval": slowHeartbeatMs})
+	c.identifyJSON(map[string]any{"heartbeat_interval": slowHeartbeatMs})
 	c.send("SUB slow ch")
 	c.expect(0, "OK")
 	shrinkSendBuffers(t, d)
@@ -165,11 +167,11 @@ func TestStalledConsumerIsCutOff(t *testing.T) {
 			}
 		}
 	}()
-	waitFor(t, "the subscriber to be connected", 5*time.Second, func() bool {
+	testutil.WaitFor(t, "the subscriber to be connected", 5*time.Second, func() bool {
 		cs, ok := d.channelStats("slow", "ch")
 		return ok && cs.ClientCount == 1
 	})
-	waitFor(t, "the stalled consumer to be cut off", 15*time.Second, func() bool {
+	testutil.WaitFor(t, "the stalled consumer to be cut off", 15*time.Second, func() bool {
 		cs, ok := d.channelStats("slow", "ch")
 		return ok && cs.ClientCount == 0
 	})

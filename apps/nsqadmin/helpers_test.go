@@ -15,6 +15,7 @@ import (
 	"github.com/nsqgo/nsq/admin"
 	"github.com/nsqgo/nsq/apps/internal/daemontest"
 	"github.com/nsqgo/nsq/internal/logging"
+	"github.com/nsqgo/nsq/internal/testutil"
 	"github.com/nsqgo/nsq/internal/toolutil/tooltest"
 )
 
@@ -43,7 +44,7 @@ func startAdmin(t *testing.T, c cluster, edit func(*admin.Options)) string {
 		edit(o)
 	}
 	a, err := admin.New(o)
-	tooltest.Serve(t, a, err)
+	testutil.Serve(t, a, err)
 	return "http://" + a.HTTPAddr().String()
 }
 

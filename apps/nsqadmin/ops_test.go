@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/nsqgo/nsq/apps/internal/daemontest"
+	"github.com/nsqgo/nsq/internal/testutil"
 	"github.com/nsqgo/nsq/internal/toolutil/tooltest"
 	"github.com/nsqgo/nsq/nsqd"
 )
@@ -28,7 +29,7 @@ func TestDrainAndZonesRealNSQD(t *testing.T) {
 	o.TopologyRegion, o.TopologyZone = "eu-west-1", "eu-west-1a"
 	o.Experiments = []string{string(nsqd.TopologyAwareConsumption)}
 	n, err := nsqd.New(o)
-	tooltest.Serve(t, n, err)
+	testutil.Serve(t, n, err)
 	c := cluster{lookupdHTTP: lhttp, nsqdTCP: n.TCPAddr().String(), nsqdHTP: n.HTTPAddr().String()}
 	makeTopic(t, c, "zoned", "kept", 3) // no consumer: the drain cannot finish (4 with "one" below)
 	if code, body := do(t, http.MethodPost, "http://"+c.nsqdHTP+"/channel/create?topic=zoned&channel=used", nil); code != 200 {

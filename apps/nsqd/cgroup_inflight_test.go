@@ -16,6 +16,7 @@ import (
 
 	"github.com/nsqio/go-nsq"
 
+	"github.com/nsqgo/nsq/internal/testutil"
 	"github.com/nsqgo/nsq/nsqd"
 )
 
@@ -122,14 +123,10 @@ func TestMemoryCgroupStuckConsumers(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer consumer.Stop()
-	deadline := time.Now().Add(60 * time.Second)
-	for received.Load() < total {
+	testutil.WaitFor(t, fmt.Sprintf("all %d messages consumed", total), 60*time.Second, func() bool {
 		d.checkAlive(t, "while the backlog was consumed")
-		if time.Now().After(deadline) {
-			t.Fatalf("consumed %d of %d messages", received.Load(), total)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return received.Load() >= total
+	})
 	consumer.Stop()
 	<-consumer.StopChan
 	sigterm(t, d.cmd, d.exited)
@@ -302,19 +299,12 @@ func (d *cgroupNSQD) post(t *testing.T, request string) {
 func (d *cgroupNSQD) waitChannel(t *testing.T, topic, channel, what string, timeout time.Duration, ok func(nsqd.ChannelStats) bool) {
 	t.Helper()
 	when := "waiting for " + what
-	deadline := time.Now().Add(timeout)
-	for {
+	testutil.WaitFor(t, what, timeout, func() bool {
 		d.checkAlive(t, when)
 		cs, err := d.channel(topic, channel)
 		if err != nil {
 			d.fail(t, when, err)
 		}
-		if ok(cs) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no %s after %s: %+v", what, timeout, cs)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return ok(cs)
+	})
 }

@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/nsqio/go-nsq"
+
+	"github.com/nsqgo/nsq/internal/testutil"
 )
 
 // memoryCgroup is a memory-limited cgroup the test made and will remove.
@@ -345,25 +347,19 @@ func killAtCleanup(t *testing.T, cmd *exec.Cmd, logFile string) {
 
 func waitHTTP(t testing.TB, url string, exited <-chan error) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		resp, err := http.Get(url)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-		}
+	testutil.WaitFor(t, "nsqd to answer "+url, 15*time.Second, func() bool {
 		select {
 		case err := <-exited:
 			t.Fatalf("nsqd exited before answering %s: %v", url, err)
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("nsqd did not answer %s", url)
+		resp, err := http.Get(url)
+		if err != nil {
+			return false
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
 }
 
 func tail(s string, n int) string {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/nsqio/go-nsq"
 
+	"github.com/nsqgo/nsq/internal/testutil"
 	"github.com/nsqgo/nsq/internal/toolutil/tooltest"
 )
 
@@ -146,30 +147,20 @@ func TestDrainProcess(t *testing.T) {
 		}
 		t.Cleanup(c.Stop)
 	}
-	deadline := time.Now().Add(15 * time.Second)
-	for inf := channelInFlight(t, httpAddr, "jobs"); inf["a"] != rdy || inf["b"] != rdy; inf = channelInFlight(t, httpAddr, "jobs") {
-		if time.Now().After(deadline) {
-			t.Fatalf("consumers never had %d messages in flight each: %v", rdy, inf)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testutil.WaitFor(t, fmt.Sprintf("both consumers to have %d messages in flight", rdy), 15*time.Second, func() bool {
+		inf := channelInFlight(t, httpAddr, "jobs")
+		return inf["a"] == rdy && inf["b"] == rdy
+	})
 
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	// Once /info says the drain is on, publishers are refused over TCP
 	// and HTTP.
-	deadline = time.Now().Add(10 * time.Second)
-	for {
+	testutil.WaitFor(t, "/info to say draining after SIGTERM", 10*time.Second, func() bool {
 		_, info := httpCall(t, "GET", base+"/info", "")
-		if strings.Contains(info, `"draining":true`) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("/info after SIGTERM: %s, want draining", info)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return strings.Contains(info, `"draining":true`)
+	})
 	if code, body := httpCall(t, "POST", base+"/pub?topic=jobs", "late"); code != http.StatusServiceUnavailable || !strings.Contains(body, "DRAINING") {
 		t.Errorf("HTTP publish during the drain: %d %s, want 503 DRAINING", code, body)
 	}

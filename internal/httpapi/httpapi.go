@@ -153,12 +153,3 @@ func Serve(srv *http.Server, l net.Listener) error {
 	}
 	return nil
 }
-
-// Query returns the named URL query parameter, or a 400 missing-arg error.
-func Query(r *http.Request, key, missing string) (string, error) {
-	v := r.URL.Query().Get(key)
-	if v == "" {
-		return "", Err{http.StatusBadRequest, missing}
-	}
-	return v, nil
-}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/nsqgo/nsq/internal/lookuppeer"
+	"github.com/nsqgo/nsq/internal/testutil"
 	"github.com/nsqgo/nsq/lookupd"
 )
 
@@ -33,11 +34,11 @@ func TestSetIdentity(t *testing.T) {
 
 	id.Draining = true
 	m.SetIdentity(id)
-	waitFor(t, 5*time.Second, "the draining identity registered", func() bool {
+	testutil.WaitFor(t, "the draining identity registered", 5*time.Second, func() bool {
 		return peer().Draining && peer().TopologyZone == "z1"
 	})
 	waitProducers(t, l, "t", "t/c")
-	waitFor(t, 5*time.Second, "the old session gone", func() bool {
+	testutil.WaitFor(t, "the old session gone", 5*time.Second, func() bool {
 		return len(l.DB().FindProducers(lookupd.CategoryClient, "", "")) == 1
 	})
 }

@@ -1,7 +1,7 @@
 package lookuppeer_test
 
 import (
-	"context"
+	"fmt"
 	"net"
 	"reflect"
 	"runtime"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/nsqgo/nsq/internal/logging"
 	"github.com/nsqgo/nsq/internal/lookuppeer"
+	"github.com/nsqgo/nsq/internal/testutil"
 	"github.com/nsqgo/nsq/lookupd"
 )
 
@@ -28,35 +29,12 @@ func startLookupd(t *testing.T, tcpAddr string) *lookupd.LOOKUPD {
 	var l *lookupd.LOOKUPD
 	var err error
 	// A just-closed port can take a moment to be free again.
-	waitFor(t, 5*time.Second, "lookupd to bind "+tcpAddr, func() bool {
+	testutil.WaitFor(t, "lookupd to bind "+tcpAddr, 5*time.Second, func() bool {
 		l, err = lookupd.New(opts)
 		return err == nil
 	})
-	if err := l.Start(); err != nil {
-		t.Fatalf("Start: %v", err)
-	}
-	t.Cleanup(func() { stopLookupd(t, l) })
+	testutil.Serve(t, l, err)
 	return l
-}
-
-func stopLookupd(t *testing.T, l *lookupd.LOOKUPD) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := l.Shutdown(ctx); err != nil {
-		t.Errorf("Shutdown: %v", err)
-	}
-}
-
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // state is a stand-in for nsqd's topics, read by the snapshot callback.
@@ -109,18 +87,9 @@ func waitProducers(t *testing.T, l *lookupd.LOOKUPD, want ...string) {
 	if want == nil {
 		want = []string{}
 	}
-	var got []string
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		got = producers(l)
-		if reflect.DeepEqual(got, want) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("lookupd %s registrations = %v, want %v", l.TCPAddr(), got, want)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testutil.WaitFor(t, fmt.Sprintf("lookupd %s registrations to be %v", l.TCPAddr(), want), 5*time.Second, func() bool {
+		return reflect.DeepEqual(producers(l), want)
+	})
 }
 
 func TestRegisterUnregister(t *testing.T) {
@@ -137,7 +106,7 @@ func TestRegisterUnregister(t *testing.T) {
 		t.Errorf("identity at lookupd = %+v", ps)
 	}
 	wantHTTP := "127.0.0.1:" + strconv.Itoa(l.HTTPAddr().(*net.TCPAddr).Port)
-	waitFor(t, 5*time.Second, "HTTP address to be learnt", func() bool {
+	testutil.WaitFor(t, "HTTP address to be learnt", 5*time.Second, func() bool {
 		return reflect.DeepEqual(m.HTTPAddresses(), []string{wantHTTP})
 	})
 	if got := m.Addresses(); !reflect.DeepEqual(got, []string{l.TCPAddr().String()}) {
@@ -163,7 +132,7 @@ func TestReconnectAfterRestart(t *testing.T) {
 	m.Start([]string{addr})
 	waitProducers(t, l, "t1", "t1/c1")
 
-	stopLookupd(t, l)
+	testutil.Shutdown(t, l)
 	// While the lookupd is down nsqd keeps changing; the new lookupd must
 	// see the state as it is at reconnect.
 	s.mu.Lock()
@@ -192,7 +161,7 @@ func TestSetAddresses(t *testing.T) {
 		t.Errorf("Addresses = %v, want %v", got, want)
 	}
 	waitProducers(t, b, "t")
-	waitFor(t, 5*time.Second, "both HTTP addresses", func() bool { return len(m.HTTPAddresses()) == 2 })
+	testutil.WaitFor(t, "both HTTP addresses", 5*time.Second, func() bool { return len(m.HTTPAddresses()) == 2 })
 	m.Register("u", "c")
 	waitProducers(t, a, "t", "u", "u/c")
 	waitProducers(t, b, "t", "u", "u/c")
@@ -214,14 +183,14 @@ func TestPingKeepsProducerActive(t *testing.T) {
 	defer m.Close()
 	m.Start([]string{l.TCPAddr().String()})
 	var first time.Time
-	waitFor(t, 5*time.Second, "IDENTIFY", func() bool {
+	testutil.WaitFor(t, "IDENTIFY", 5*time.Second, func() bool {
 		ps := l.DB().FindProducers(lookupd.CategoryClient, "", "")
 		if len(ps) == 1 {
 			first = ps[0].LastUpdate
 		}
 		return len(ps) == 1
 	})
-	waitFor(t, 5*time.Second, "a PING to refresh the producer", func() bool {
+	testutil.WaitFor(t, "a PING to refresh the producer", 5*time.Second, func() bool {
 		ps := l.DB().FindProducers(lookupd.CategoryClient, "", "")
 		return len(ps) == 1 && ps[0].LastUpdate.After(first)
 	})
@@ -261,7 +230,7 @@ func TestBackoffOnErrorReplies(t *testing.T) {
 	m.MaxBackoff = 80 * time.Millisecond
 	defer m.Close()
 	m.Start([]string{ln.Addr().String()})
-	waitFor(t, 10*time.Second, "6 connection attempts", func() bool {
+	testutil.WaitFor(t, "6 connection attempts", 10*time.Second, func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(accepts) >= 6
@@ -332,7 +301,7 @@ func TestCloseLeavesNoGoroutines(t *testing.T) {
 	if got := m.Addresses(); len(got) != 0 {
 		t.Errorf("Addresses after Close = %v", got)
 	}
-	waitFor(t, 5*time.Second, "goroutines back to the baseline", func() bool {
+	testutil.WaitFor(t, "goroutines back to the baseline", 5*time.Second, func() bool {
 		return runtime.NumGoroutine() <= before
 	})
 	waitProducers(t, l)

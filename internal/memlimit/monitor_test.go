@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/nsqgo/nsq/internal/testutil"
 )
 
 type change struct {
@@ -261,12 +263,7 @@ func TestMonitorRunReleases(t *testing.T) {
 	done := make(chan struct{})
 	go func() { m.Run(ctx); close(done) }()
 	defer func() { cancel(); <-done }()
-	deadline := time.Now().Add(5 * time.Second)
-	for m.State() != Normal || m.Usage() != 100 {
-		if time.Now().After(deadline) {
-			t.Fatalf("still %v at usage %d after 5 s", m.State(), m.Usage())
-		}
-		runtime.Gosched()
-		time.Sleep(time.Millisecond)
-	}
+	testutil.WaitFor(t, "the release to bring the monitor back to Normal at usage 100", 5*time.Second, func() bool {
+		return m.State() == Normal && m.Usage() == 100
+	})
 }

@@ -1,12 +1,12 @@
-// Package pqueue is a min-heap of items ordered by an int64 priority (a
-// deadline in nanoseconds) whose items know their index, so removing any
+// Package pqueue is a min-heap of items ordered by when they are due (an
+// int64, a time in nanoseconds) whose items know their index, so removing any
 // item by handle is O(log n).
 package pqueue
 
 // Item is embedded by values kept in a Queue.
 type Item struct {
-	Priority int64
-	index    int // position in the heap, -1 when not queued
+	Due   int64
+	index int // position in the heap, 0 when not queued (index 0 is unused)
 }
 
 // Queued reports whether the item is in a queue.
@@ -31,7 +31,7 @@ func (q *Queue[T]) Len() int {
 	return len(q.h) - 1
 }
 
-// Push adds v with the priority already set on it.
+// Push adds v with its due time already set.
 func (q *Queue[T]) Push(v T) {
 	if len(q.h) == 0 {
 		var zero T
@@ -42,7 +42,7 @@ func (q *Queue[T]) Push(v T) {
 	q.up(len(q.h) - 1)
 }
 
-// Peek returns the lowest-priority item without removing it.
+// Peek returns the item due first without removing it.
 func (q *Queue[T]) Peek() (v T, ok bool) {
 	if q.Len() == 0 {
 		return v, false
@@ -50,9 +50,10 @@ func (q *Queue[T]) Peek() (v T, ok bool) {
 	return q.h[1], true
 }
 
-// PopIfBefore removes and returns the first item whose priority is <= max.
+// PopIfBefore removes and returns the item due first if it is due at or
+// before max.
 func (q *Queue[T]) PopIfBefore(max int64) (v T, ok bool) {
-	if q.Len() == 0 || q.h[1].item().Priority > max {
+	if q.Len() == 0 || q.h[1].item().Due > max {
 		return v, false
 	}
 	v = q.h[1]
@@ -85,7 +86,7 @@ func (q *Queue[T]) Remove(v T) {
 	}
 }
 
-// Update re-positions v after its priority changed.
+// Update re-positions v after its due time changed.
 func (q *Queue[T]) Update(v T) {
 	i := v.item().index
 	if i <= 0 {
@@ -109,7 +110,7 @@ func (q *Queue[T]) Drain() []T {
 }
 
 func (q *Queue[T]) less(i, j int) bool {
-	return q.h[i].item().Priority < q.h[j].item().Priority
+	return q.h[i].item().Due < q.h[j].item().Due
 }
 
 func (q *Queue[T]) swap(i, j int) {

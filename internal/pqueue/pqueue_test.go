@@ -17,7 +17,7 @@ func TestOrderAndRemove(t *testing.T) {
 	var all []*elem
 	for i := 0; i < 500; i++ {
 		e := &elem{name: i}
-		e.Priority = r.Int63n(1000)
+		e.Due = r.Int63n(1000)
 		q.Push(e)
 		all = append(all, e)
 	}
@@ -33,17 +33,17 @@ func TestOrderAndRemove(t *testing.T) {
 		}
 		kept = append(kept, e)
 	}
-	sort.Slice(kept, func(i, j int) bool { return kept[i].Priority < kept[j].Priority })
+	sort.Slice(kept, func(i, j int) bool { return kept[i].Due < kept[j].Due })
 	if q.Len() != len(kept) {
 		t.Fatalf("len %d want %d", q.Len(), len(kept))
 	}
 	var last int64 = -1
 	for q.Len() > 0 {
 		e, ok := q.PopIfBefore(1 << 62)
-		if !ok || e.Priority < last {
-			t.Fatalf("out of order: %d after %d", e.Priority, last)
+		if !ok || e.Due < last {
+			t.Fatalf("out of order: %d after %d", e.Due, last)
 		}
-		last = e.Priority
+		last = e.Due
 	}
 	if _, ok := q.PopIfBefore(1 << 62); ok {
 		t.Fatal("pop from empty")
@@ -53,12 +53,12 @@ func TestOrderAndRemove(t *testing.T) {
 func TestPopIfBefore(t *testing.T) {
 	var q Queue[*elem]
 	e := &elem{}
-	e.Priority = 10
+	e.Due = 10
 	q.Push(e)
 	if _, ok := q.PopIfBefore(9); ok {
 		t.Fatal("popped item not yet due")
 	}
-	e.Priority = 5
+	e.Due = 5
 	q.Update(e)
 	if got, ok := q.PopIfBefore(9); !ok || got != e {
 		t.Fatal("due item not popped")

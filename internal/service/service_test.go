@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/nsqgo/nsq/internal/testutil"
 )
 
 // drainingDaemon takes SIGTERM over, as nsqd --sigterm=drain does.
@@ -43,13 +45,7 @@ func TestRunSIGTERMTakenOver(t *testing.T) {
 	if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for d.sigterms.Load() == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("SIGTERM not handed to the daemon")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testutil.WaitFor(t, "SIGTERM to be handed to the daemon", 10*time.Second, func() bool { return d.sigterms.Load() > 0 })
 	select {
 	case err := <-ran:
 		t.Fatalf("Run returned after a SIGTERM the daemon took over: %v", err)

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/nsqgo/nsq/internal/logging"
-	"github.com/nsqgo/nsq/internal/toolutil/tooltest"
+	"github.com/nsqgo/nsq/internal/testutil"
 	"github.com/nsqgo/nsq/lookupd"
 	"github.com/nsqgo/nsq/nsqd"
 )
@@ -25,7 +25,7 @@ func StartNSQD(t *testing.T, lookupdTCP ...string) (tcpAddr, httpAddr string) {
 	o.DataPath = t.TempDir()
 	o.LogLevel, o.LogOutput = "warn", io.Discard
 	n, err := nsqd.New(o)
-	tooltest.Serve(t, n, err)
+	testutil.Serve(t, n, err)
 	return n.TCPAddr().String(), n.HTTPAddr().String()
 }
 
@@ -36,6 +36,6 @@ func StartLookupd(t *testing.T) (tcpAddr, httpAddr string) {
 	o.TCPAddress, o.HTTPAddress, o.BroadcastAddress = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1"
 	o.Logger = logging.Discard()
 	l, err := lookupd.New(o)
-	tooltest.Serve(t, l, err)
+	testutil.Serve(t, l, err)
 	return l.TCPAddr().String(), l.HTTPAddr().String()
 }

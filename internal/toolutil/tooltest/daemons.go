@@ -1,7 +1,6 @@
 package tooltest
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -10,30 +9,6 @@ import (
 
 	"github.com/nsqio/go-nsq"
 )
-
-// Daemon is what the tests need of an nsqd or nsqlookupd instance.
-type Daemon interface {
-	Start() error
-	Shutdown(ctx context.Context) error
-}
-
-// Serve starts d (built with err) and shuts it down at the end of the test.
-func Serve(t testing.TB, d Daemon, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatalf("creating daemon: %v", err)
-	}
-	if err := d.Start(); err != nil {
-		t.Fatalf("starting daemon: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), Timeout)
-		defer cancel()
-		if err := d.Shutdown(ctx); err != nil {
-			t.Errorf("daemon shutdown: %v", err)
-		}
-	})
-}
 
 // Publish PUBs each body to topic on the nsqd at tcpAddr (MPUB in
 // batches of 100).

@@ -1,0 +1,44 @@
+package nsqd
+
+import "time"
+
+// clock is where topics and channels read the time and arm their timers:
+// message timeouts, TOUCH, REQ delays, deferred (DPUB) due times, e2e
+// latency and policy expiry. The daemon uses the real one; tests that build
+// a Topic or Channel directly substitute a clock they advance by hand.
+type clock interface {
+	// Now is the current time in Unix nanoseconds.
+	Now() int64
+	// AfterFunc calls f in its own goroutine once d has passed.
+	AfterFunc(d time.Duration, f func()) clockTimer
+}
+
+// clockTimer is a timer a clock armed; *time.Timer is one.
+type clockTimer interface {
+	Reset(d time.Duration) bool
+	Stop() bool
+}
+
+// realClock is the wall clock and the runtime's timers.
+type realClock struct{}
+
+func (realClock) Now() int64 { return time.Now().UnixNano() }
+
+func (realClock) AfterFunc(d time.Duration, f func()) clockTimer { return time.AfterFunc(d, f) }
+
+// now is the queue clock's time in Unix nanoseconds; a config without a
+// clock runs on the real one.
+func (c *queueConfig) now() int64 {
+	if c.clock == nil {
+		return time.Now().UnixNano()
+	}
+	return c.clock.Now()
+}
+
+// afterFunc arms a timer on the queue clock.
+func (c *queueConfig) afterFunc(d time.Duration, f func()) clockTimer {
+	if c.clock == nil {
+		return time.AfterFunc(d, f)
+	}
+	return c.clock.AfterFunc(d, f)
+}

@@ -91,8 +91,8 @@ type client struct {
 	closeOnce    sync.Once
 	closed       atomic.Bool
 
-	tr    transport  // TLS and compression (negotiate.go)
-	authz clientAuth // AUTH state (auth.go)
+	tr    transport  // TLS and compression (client_negotiate.go)
+	authz clientAuth // AUTH state (client_auth.go)
 }
 
 func newClient(id int64, d clientDaemon, conn net.Conn) *client {

@@ -3,21 +3,35 @@
 //
 // # Where a message goes
 //
-// A PUB (protocol_v2.go) or HTTP /pub (http.go) becomes Messages in
-// NSQD.publish (nsqd.go), which hands them to Topic.Put (topic.go). With
-// channels present and nothing waiting in the topic, Put copies the batch
-// to every channel (Topic.fanOut); otherwise the topic keeps it in its own
-// queue and a short-lived goroutine moves it on later (topic drain,
-// drain.go). A channel (channel.go, channel_queue.go) hands a message to a
-// ready subscriber at once or keeps it in its queue; the subscriber's
-// client (client.go) writes it to the socket; FIN, REQ and TOUCH come back
-// through Subscription. Deferred messages (DPUB, REQ with a delay) wait in
-// the channel's deferred queue (deferred.go, deferred_spill.go).
+// A type's methods live in its file or in files named for the type and the
+// concern: ls client_* shows the connection, topic_*, channel_* and
+// queue_* the queues, nsqd_* the daemon, http_* the HTTP API. Following one
+// message from PUB to FIN visits eight files:
+//
+//  1. client_protocol.go: the command table; PUB's body is read (body.go)
+//     and client.publish hands it to
+//  2. nsqd.go: NSQD.publish gives the batch IDs and a timestamp and calls
+//  3. topic.go: Topic.Put copies it to every channel (fanOut), or keeps it
+//     in the topic while it has no channel or is paused (topic_drain.go
+//     moves it on later);
+//  4. channel_queue.go: Channel.put takes the copies in memory or on disk,
+//     in publication order, through
+//  5. queue.go: msgQueue, the memory deque in front of a disk queue;
+//  6. channel.go: deliverLocked puts a message in flight to a ready
+//     subscriber, whose
+//  7. client_write.go: Deliver queues the frame and writes it to the socket;
+//  8. channel_subscription.go: FIN (and REQ, TOUCH) come back through the
+//     client's Subscription.
+//
+// HTTP /pub enters at http.go instead of client_protocol.go. Deferred
+// messages (DPUB, REQ with a delay) wait in the channel's deferred queue
+// (channel_deferred.go, channel_deferred_spill.go); replicated topics take
+// a detour through the Raft log first (nsqd_cluster.go).
 //
 // Topics and channels keep their ready messages in one queue type,
 // msgQueue (queue.go): memory in front of a disk queue, in publication
 // order, with the disk I/O done outside the owner's lock. Queue policies
-// (caps, expiry, delivery attempts; policy*.go) live on msgQueue too: an
+// (caps, expiry, delivery attempts; policy.go, queue_policy.go, topic_policy.go, channel_policy.go) live on msgQueue too: an
 // immutable policy behind an atomic pointer, nil when nothing is set.
 //
 // A topic's life (open, starting, retired, exiting) is one topicState

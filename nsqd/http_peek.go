@@ -8,7 +8,7 @@ import (
 )
 
 // GET /topic/peek?topic=T&n=10 and GET /channel/peek?topic=T&channel=C&n=10
-// [&from=deferred|inflight]: see peek.go.
+// [&from=deferred|inflight]: see queue_peek.go.
 
 func (s *httpServer) topicPeek(_ http.ResponseWriter, r *http.Request, _ httprouter.Params) (any, error) {
 	t, err := s.existingTopic(r, false)

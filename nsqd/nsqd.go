@@ -13,7 +13,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/nsqgo/nsq/internal/auth"
@@ -63,7 +62,7 @@ type NSQD struct {
 	metaDirty       chan struct{} // signals persistLoop; capacity 1
 	policiesWritten []byte        // last policies file written; guarded by metaMu
 
-	life lifecycle // drain mode and self-stop (drain_mode.go)
+	life lifecycle // drain mode and self-stop (nsqd_drain.go)
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -539,119 +538,6 @@ func (n *NSQD) publish(t *Topic, bodies [][]byte, deferFor time.Duration) error 
 		return err
 	}
 	n.setHealth(nil)
-	return nil
-}
-
-// healthState is the error /ping reports.
-type healthState struct {
-	msg string
-	// probe: the error came from the file system, so a write probe of the
-	// data path can tell when it is over; nextProbe is when to try (unix ns).
-	probe     bool
-	nextProbe atomic.Int64
-}
-
-// healthProbeInterval spaces out the write probes while unhealthy;
-// healthProbeSize is how much a probe writes (and fsyncs).
-const (
-	healthProbeInterval = time.Second
-	healthProbeSize     = 64 << 10
-)
-
-// setHealth records the last publish or disk queue error for /ping (nil:
-// healthy again). Refusals that say nothing about the daemon's health
-// (shutting down, memory limit, a channel going away) are not recorded.
-func (n *NSQD) setHealth(err error) {
-	if err == nil {
-		if n.health.Load() != nil {
-			n.health.Store(nil)
-		}
-		return
-	}
-	if errors.Is(err, errExiting) || errors.Is(err, errDraining) || errors.Is(err, errMemoryLimit) || errors.Is(err, errChannelClosed) || errors.Is(err, errQueueFull) {
-		return
-	}
-	h := &healthState{msg: err.Error()}
-	var errno syscall.Errno
-	h.probe = errors.As(err, &errno)
-	h.nextProbe.Store(time.Now().Add(healthProbeInterval).UnixNano())
-	n.health.Store(h)
-}
-
-// Health returns nil when healthy, else the last disk error. While the
-// error is a file-system one (a full disk), it checks at most once a
-// second whether the data path takes writes again, so /ping recovers when
-// space returns without waiting for a publish to succeed.
-func (n *NSQD) Health() error {
-	h := n.health.Load()
-	if h == nil {
-		return nil
-	}
-	if h.probe && n.probeDataPath(h) {
-		return nil
-	}
-	return errors.New(h.msg)
-}
-
-// probeDataPath clears h if it is due for a probe and a probe write in
-// the data path succeeds. Only one caller probes at a time.
-func (n *NSQD) probeDataPath(h *healthState) bool {
-	now := time.Now().UnixNano()
-	next := h.nextProbe.Load()
-	if now < next || !h.nextProbe.CompareAndSwap(next, now+int64(healthProbeInterval)) {
-		return false
-	}
-	if err := probeWrite(n.opts.DataPath); err != nil {
-		n.log.Debug("health probe failed", "err", err)
-		return false
-	}
-	n.health.CompareAndSwap(h, nil) // a newer error stands
-	return n.health.Load() == nil
-}
-
-// probeWrite writes, fsyncs and removes a healthProbeSize file in dir.
-func probeWrite(dir string) error {
-	f, err := os.CreateTemp(dir, ".nsqd-health-probe-*.tmp")
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(make([]byte, healthProbeSize))
-	if err == nil {
-		err = f.Sync()
-	}
-	return errors.Join(err, f.Close(), os.Remove(f.Name()))
-}
-
-func validateOptions(o *Options) error {
-	if err := validateCluster(o); err != nil {
-		return err
-	}
-	if o.ID < 0 || o.ID >= 1024 {
-		return fmt.Errorf("--node-id must be in [0,1024), got %d", o.ID)
-	}
-	if o.MaxDeflateLevel < 1 || o.MaxDeflateLevel > 9 {
-		return fmt.Errorf("--max-deflate-level must be in [1,9], got %d", o.MaxDeflateLevel)
-	}
-	for _, p := range o.E2EProcessingLatencyPercentiles {
-		if p <= 0 || p > 1 {
-			return fmt.Errorf("invalid E2E processing latency percentile: %v", p)
-		}
-	}
-	if o.MemQueueSize < 0 {
-		return fmt.Errorf("--mem-queue-size must be >= 0, got %d", o.MemQueueSize)
-	}
-	if o.MaxMsgSize <= 0 || o.MaxBodySize <= 0 {
-		return errors.New("--max-msg-size and --max-body-size must be positive")
-	}
-	if o.MaxRdyCount <= 0 {
-		return errors.New("--max-rdy-count must be positive")
-	}
-	if err := validateOpsOptions(o); err != nil {
-		return err
-	}
-	if o.StatsdAddress != "" && (o.StatsdInterval <= 0 || o.StatsdUDPPacketSize <= 0) {
-		return errors.New("--statsd-interval and --statsd-udp-packet-size must be positive")
-	}
 	return nil
 }
 

@@ -2,6 +2,7 @@ package nsqd
 
 import (
 	"crypto/md5"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
@@ -294,6 +295,39 @@ func oneOf(flag string, v *string, valid ...string) error {
 	}
 	if !slices.Contains(valid, *v) {
 		return fmt.Errorf("--%s must be one of %q, got %q", flag, valid, *v)
+	}
+	return nil
+}
+
+func validateOptions(o *Options) error {
+	if err := validateCluster(o); err != nil {
+		return err
+	}
+	if o.ID < 0 || o.ID >= 1024 {
+		return fmt.Errorf("--node-id must be in [0,1024), got %d", o.ID)
+	}
+	if o.MaxDeflateLevel < 1 || o.MaxDeflateLevel > 9 {
+		return fmt.Errorf("--max-deflate-level must be in [1,9], got %d", o.MaxDeflateLevel)
+	}
+	for _, p := range o.E2EProcessingLatencyPercentiles {
+		if p <= 0 || p > 1 {
+			return fmt.Errorf("invalid E2E processing latency percentile: %v", p)
+		}
+	}
+	if o.MemQueueSize < 0 {
+		return fmt.Errorf("--mem-queue-size must be >= 0, got %d", o.MemQueueSize)
+	}
+	if o.MaxMsgSize <= 0 || o.MaxBodySize <= 0 {
+		return errors.New("--max-msg-size and --max-body-size must be positive")
+	}
+	if o.MaxRdyCount <= 0 {
+		return errors.New("--max-rdy-count must be positive")
+	}
+	if err := validateOpsOptions(o); err != nil {
+		return err
+	}
+	if o.StatsdAddress != "" && (o.StatsdInterval <= 0 || o.StatsdUDPPacketSize <= 0) {
+		return errors.New("--statsd-interval and --statsd-udp-packet-size must be positive")
 	}
 	return nil
 }

@@ -55,7 +55,7 @@ type msgQueue struct {
 	memLen  atomic.Int64
 	transit atomic.Int64 // taken out of mem or off the disk, not yet placed
 
-	pol queuePolicyState // caps, expiry and their counters (policy_queue.go)
+	pol queuePolicyState // caps, expiry and their counters (queue_policy.go)
 }
 
 // init sets the queue up; lock is the owner's mutex.

@@ -24,7 +24,7 @@ type TopicStats struct {
 	Policy       TopicPolicy `json:"policy"`
 	DroppedCount uint64      `json:"dropped_count"`
 	ExpiredCount uint64      `json:"expired_count"`
-	// not in NSQ: a replicated topic's replication (cluster.go)
+	// not in NSQ: a replicated topic's replication (nsqd_cluster.go)
 	Replication *replication.Status `json:"replication,omitempty"`
 	policy      *queuePolicy        // for the text format
 }

@@ -21,10 +21,6 @@ import (
 // between a shutdown and the next start, which takes it back and deletes it.
 const deferredRecordPrefix = 8
 
-func (ch *Channel) deferredName() string {
-	return channelBackendName(ch.topicName, ch.name) + ":deferred"
-}
-
 func topicDeferredName(topic string) string { return topic + ":#deferred" }
 
 // queueFilesExist reports whether the disk queue called name left metadata
@@ -94,89 +90,4 @@ func loadDeferredFrom(cfg *queueConfig, name string, put func(m *Message, due in
 		put(m, int64(binary.BigEndian.Uint64(rec)))
 	}
 	return q.Delete()
-}
-
-// saveDeferred writes msgs (deferred, due at their Due time) to the side
-// queue, after any that were spilled there, and closes it for the next
-// start. The channel is exiting and its spill worker has stopped: nothing
-// else uses the spill any more.
-func (ch *Channel) saveDeferred(msgs []*Message) error {
-	var errs []error
-	for _, m := range msgs {
-		if err := ch.spill.put(ch, m, m.Due); err != nil {
-			errs = append(errs, err)
-			break
-		}
-	}
-	return errors.Join(append(errs, ch.spill.close())...)
-}
-
-// loadDeferred takes back the side queue a shutdown (or a spill) left:
-// what the memory budget allows goes back in memory, the rest stays on
-// disk with its due time.
-func (ch *Channel) loadDeferred() error {
-	if ch.ephemeral {
-		return nil
-	}
-	if !queueFilesExist(ch.cfg.dataPath, ch.deferredName()) {
-		return nil
-	}
-	ch.mu.Lock()
-	defer ch.unlock()
-	if err := ch.spill.open(ch); err != nil {
-		return err
-	}
-	ch.spill.count = ch.spill.q.Depth()
-	defer ch.noteDeferredLocked()
-	if ch.spill.count == 0 {
-		return ch.spill.drop(ch)
-	}
-	// A first pass over the records, now: the channel is not in use yet.
-	ch.spill.busy = true
-	var p spillPass
-	p.run(ch, nil, true, ch.spill.count)
-	ch.finishSpillPass(&p, true, ch.spill.count)
-	ch.applySpillLocked(&p, true)
-	ch.spill.busy = false
-	return nil
-}
-
-// persistBacklog writes the topic's memory backlog at shutdown: to the
-// disk queue, except DPUBs not yet due, which keep their due time in the
-// topic's side queue. The topic is exiting: nothing else uses its queue.
-func (t *Topic) persistBacklog(pending []*Message) error {
-	if len(pending) == 0 || t.ephemeral {
-		return nil
-	}
-	now := t.cfg.now()
-	ready := pending[:0:0]
-	var deferred []*Message
-	for _, m := range pending {
-		if m.deferUntil > now {
-			deferred = append(deferred, m)
-		} else {
-			ready = append(ready, m)
-		}
-	}
-	var errs []error
-	if len(ready) > 0 {
-		errs = append(errs, t.q.write(ready))
-	}
-	errs = append(errs, saveDeferredTo(t.cfg, topicDeferredName(t.name), deferred,
-		func(m *Message) int64 { return m.deferUntil }))
-	return errors.Join(errs...)
-}
-
-// loadDeferred puts the DPUBs a shutdown left in the topic's side queue
-// back in its memory backlog; fan-out defers them in the channels.
-func (t *Topic) loadDeferred() error {
-	if t.ephemeral {
-		return nil
-	}
-	t.mu.Lock()
-	defer t.unlock()
-	return loadDeferredFrom(t.cfg, topicDeferredName(t.name), func(m *Message, due int64) {
-		m.deferUntil = due
-		t.q.pushBackLocked(m)
-	})
 }

@@ -92,7 +92,7 @@ func (n *NSQD) cleanDataDir() error {
 func isMetadataTmp(name string) bool {
 	digits, ok := strings.CutPrefix(name, metadataFile+".")
 	if !ok {
-		// the policies file is written the same way (policy_store.go)
+		// the policies file is written the same way (nsqd_policies.go)
 		if digits, ok = strings.CutPrefix(name, policiesFile+"."); !ok {
 			return false
 		}
@@ -130,7 +130,7 @@ func (n *NSQD) snapshotMetadata() *metadata {
 }
 
 // persistMetadata rewrites nsqd.dat atomically, and the policies file
-// (policy_store.go) if the policies changed.
+// (nsqd_policies.go) if the policies changed.
 func (n *NSQD) persistMetadata() error {
 	n.metaMu.Lock()
 	defer n.metaMu.Unlock()

@@ -182,7 +182,7 @@ func (c *client) identify(_ [][]byte, body []byte) ([]byte, error) {
 		return nil, wire.NewFatalClientErr("E_IDENTIFY_FAILED", "IDENTIFY failed %s", err)
 	}
 	if f.any() {
-		// the reply, then each upgrade and its OK (negotiate.go)
+		// the reply, then each upgrade and its OK (client_negotiate.go)
 		return nil, c.negotiate(resp, f)
 	}
 	return resp, nil

@@ -15,16 +15,6 @@ const (
 	stateClosing    = 4
 )
 
-// Connection buffer sizes. The read buffer is NSQ's 16 KiB line limit;
-// the write buffer defaults to 16 KiB and is whatever output_buffer_size the
-// client asked for, never more: message bodies bypass it when they are
-// larger (bufio writes them straight through), so it never grows to the
-// largest message (DESIGN.md memory rule 1).
-const (
-	readBufferSize         = 16 * 1024
-	defaultOutputBufferLen = 16 * 1024
-)
-
 // client is one TCP connection speaking protocol V2. One goroutine reads and
 // executes commands; message frames are written by a short-lived writer
 // goroutine that exists only while there is something to send, and
@@ -39,7 +29,7 @@ type client struct {
 	// is read (see detachParams); only the reader goroutine uses it, as it
 	// does lastPubTopic, oneBody and mpubWalk (see pubTopic, publishOne and
 	// mpubArriving).
-	paramBuf     [128]byte
+	paramBuf     [paramScratchLen]byte
 	lastPubTopic string
 	oneBody      [1][]byte
 	mpubWalk     mpubWalk

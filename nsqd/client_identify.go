@@ -121,7 +121,7 @@ func validateIdentify(req *identifyRequest, o *clientLimits) (identifySettings, 
 	}
 	s.deflateLevel = req.DeflateLevel
 	if s.deflateLevel <= 0 {
-		s.deflateLevel = 6
+		s.deflateLevel = defaultDeflateLevel
 	}
 	s.deflateLevel = min(s.deflateLevel, o.MaxDeflateLevel)
 	return s, nil

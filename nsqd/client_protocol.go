@@ -112,9 +112,6 @@ func init() {
 	}
 }
 
-// maxParams bounds how many space-separated parameters a line may have.
-const maxParams = 8
-
 // ioLoop reads and executes commands until the connection ends.
 func (c *client) ioLoop() {
 	defer c.cleanup()
@@ -432,7 +429,7 @@ func (c *client) subscribe(params [][]byte, _ []byte) ([]byte, error) {
 	// retired ephemeral topic stays in the daemon's map for a moment, hence
 	// the short waits.
 	var lastErr error
-	for i := 0; i < 5; i++ {
+	for i := 0; i < ephemeralRetries; i++ {
 		if i > 1 {
 			time.Sleep(time.Duration(i) * time.Millisecond)
 		}
@@ -513,7 +510,7 @@ func (c *client) publish(cmd, code, topicName string, bodies [][]byte, deferFor 
 		}
 		// An ephemeral topic retired by the departure of its last channel
 		// refuses messages until it is deleted; publish to its successor.
-		if errors.Is(err, errExiting) && t.ephemeral && !c.d.exiting() && i < 5 {
+		if errors.Is(err, errExiting) && t.ephemeral && !c.d.exiting() && i < ephemeralRetries {
 			time.Sleep(time.Duration(i) * time.Millisecond)
 			continue
 		}

@@ -20,9 +20,6 @@ import (
 // A bad body is 400 INVALID_POLICY with a text naming the field, and
 // changes nothing. A POST answers once the policy is stored on disk.
 
-// maxPolicyBody bounds a POST body: a policy is a few dozen bytes.
-const maxPolicyBody = 64 << 10
-
 func (s *httpServer) getTopicPolicy(_ http.ResponseWriter, r *http.Request, _ httprouter.Params) (any, error) {
 	t, err := s.existingTopic(r, true)
 	if err != nil {

@@ -67,11 +67,6 @@ func (n *NSQD) startReplication() error {
 	return nil
 }
 
-// catchUpTimeout bounds how long a starting node waits to catch up with
-// the replicated log before it serves clients; without a majority it
-// serves its ordinary topics after this and fails replicated publishes.
-const catchUpTimeout = 5 * time.Second
-
 // replicated returns the cluster node when topic is a replicated topic.
 func (n *NSQD) replicated(topic string) *replication.Node {
 	if n.repl != nil && n.repl.Replicas(topic) > 0 {
@@ -156,7 +151,7 @@ func (h clusterHost) Adopt(v replication.TopicView) error {
 			}
 		}
 		for msgs := cv.Messages; len(msgs) > 0; {
-			k := min(len(msgs), 1024)
+			k := min(len(msgs), adoptBatch)
 			if err := ch.put(localMessages(msgs[:k])); err != nil {
 				return fmt.Errorf("loading channel %s: %w", cv.Name, err)
 			}

@@ -9,11 +9,6 @@ import (
 	"github.com/nsqgo/nsq/internal/diskqueue"
 )
 
-// messageOverhead approximates what a queued message costs beyond its body
-// (the Message struct, its slot and pointers), so byte limits count what
-// the heap actually pays.
-const messageOverhead = 128
-
 func memSize(m *Message) int64 { return int64(len(m.Body)) + messageOverhead }
 
 // msgQueue holds the ready messages of a topic (its backlog, waiting for

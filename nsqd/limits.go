@@ -1,0 +1,50 @@
+package nsqd
+
+import "time"
+
+// The daemon's fixed limits and sizes, in one place. What a deployment
+// may change is in Options (and, per connection, clientLimits).
+
+// Connection buffers and command lines.
+const (
+	// readBufferSize is a connection's read buffer: NSQ's 16 KiB line
+	// limit.
+	readBufferSize = 16 * 1024
+	// defaultOutputBufferLen is the write buffer until IDENTIFY's
+	// output_buffer_size says otherwise, never more: message bodies bypass
+	// it when they are larger (bufio writes them straight through), so it
+	// never grows to the largest message (DESIGN.md memory rule 1).
+	defaultOutputBufferLen = 16 * 1024
+	// maxParams bounds how many space-separated parameters a line may have.
+	maxParams = 8
+	// paramScratchLen is the scratch space that holds a command's
+	// parameters while its body is read (validated names are short).
+	paramScratchLen = 128
+	// defaultDeflateLevel is the level of a client that asks for deflate
+	// without one (NSQ's).
+	defaultDeflateLevel = 6
+)
+
+// ephemeralRetries bounds how often SUB and PUB retry on an ephemeral
+// topic or channel deleted under them by the departure of its last
+// client.
+const ephemeralRetries = 5
+
+// messageOverhead approximates what a queued message costs beyond its body
+// (the Message struct, its slot and pointers), so byte limits count what
+// the heap actually pays.
+const messageOverhead = 128
+
+// maxPolicyBody bounds a policy POST's body: a policy is a few dozen bytes.
+const maxPolicyBody = 64 << 10
+
+// Replication (nsqd_cluster.go).
+const (
+	// catchUpTimeout bounds how long a starting node waits to catch up with
+	// the replicated log before it serves clients; without a majority it
+	// serves its ordinary topics after this and fails replicated publishes.
+	catchUpTimeout = 5 * time.Second
+	// adoptBatch is how many messages a new leader queues per channel put
+	// when it loads a replicated topic.
+	adoptBatch = 1024
+)

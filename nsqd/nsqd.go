@@ -279,8 +279,9 @@ func (n *NSQD) Shutdown(ctx context.Context) error {
 		return nil
 	}
 	n.log.Info("nsqd shutting down")
-	n.cancel()
 	_ = n.tcpListener.Close()
+	n.awaitInFlight(ctx)
+	n.cancel()
 	var errs []error
 	if n.httpServer == nil && n.httpListener != nil {
 		_ = n.httpListener.Close()
@@ -327,6 +328,42 @@ func (n *NSQD) Shutdown(ctx context.Context) error {
 	n.mu.Unlock()
 	n.dirLock.unlock()
 	return errors.Join(errs...)
+}
+
+// awaitInFlight stops deliveries to every connected consumer and waits,
+// within ctx, until each has finished (FIN, REQ) or dropped what it holds,
+// so that a clean shutdown does not turn messages being processed into
+// redeliveries.
+func (n *NSQD) awaitInFlight(ctx context.Context) {
+	n.clientsMu.Lock()
+	var subs []*Subscription
+	for _, c := range n.clients {
+		if s, _, _ := c.subscription(); s != nil {
+			subs = append(subs, s)
+		}
+	}
+	n.clientsMu.Unlock()
+	for _, s := range subs {
+		s.StartClose()
+	}
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for {
+		var held int64
+		for _, s := range subs {
+			_, inFlight := s.Counts()
+			held += inFlight
+		}
+		if held == 0 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			n.log.Warn("shutting down with messages in flight", "in_flight", held)
+			return
+		case <-t.C:
+		}
+	}
 }
 
 func (n *NSQD) closeListeners() {

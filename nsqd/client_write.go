@@ -135,11 +135,6 @@ func (c *client) writeOutbox() {
 	}
 }
 
-// maxFlushPace bounds how long a busy connection's frames are held back,
-// whatever output_buffer_timeout the client negotiated (NSQ's default is
-// 250 ms, and NSQ holds frames that long even on a quiet connection).
-const maxFlushPace = 10 * time.Millisecond
-
 // flushPacer spaces the flushes of a busy connection. A connection that
 // receives a few messages at a time (burt: 24 topics, 5 consumers each,
 // MPUBs of 10) paid a write syscall, and its client a read, for every one

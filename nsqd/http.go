@@ -355,10 +355,6 @@ func (s *httpServer) stats(w http.ResponseWriter, r *http.Request, _ httprouter.
 	return []byte(formatTextStats(head.health, s.n.startTime, topics, producers, head.mem)), nil
 }
 
-// maxPooledStatsBuf bounds the scratch buffers kept for /stats: one that
-// grew past it (a channel with thousands of clients) is left to the GC.
-const maxPooledStatsBuf = 4 * statsFlushAt
-
 // streamStats writes the /stats JSON document to w. A write error means
 // the client went away; there is no one left to tell.
 func (s *httpServer) streamStats(w io.Writer, q statsQuery, head statsHead) {

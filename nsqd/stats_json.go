@@ -34,13 +34,6 @@ type statsQuery struct {
 	includeClients bool
 }
 
-// statsFlushAt is how much of the document is collected before it is
-// written: the client reads the first topics while the last are still being
-// made, in few large reads. Chunks of 32 KB cost a Go client (net/http)
-// three times the CPU of 256 KB ones for a 4 MB document: it wakes and reads
-// per chunk.
-const statsFlushAt = 256 << 10
-
 // statsEncoder appends the document to buf and writes it to w whenever
 // statsFlushAt bytes are ready. After a failed write it stops writing and
 // keeps the error: the client has gone, the rest is not worth making.

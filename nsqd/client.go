@@ -75,6 +75,7 @@ type client struct {
 	outHead *outChunk
 	outTail *outChunk
 	writing bool
+	pace    flushPacer // busy connections' flushes (client_write.go)
 
 	heartbeat    *time.Timer // guarded by writeMu
 	heartbeatGen uint64      // guarded by writeMu; numbers the timers

@@ -23,7 +23,7 @@ import (
 //	go test -run XXX -bench Deliver -benchmem ./nsqd/
 func benchmarkDeliver(b *testing.B, size, window int) {
 	o := NewOptions()
-	n := &NSQD{opts: o, log: slog.New(slog.DiscardHandler)}
+	n := &NSQD{opts: o, log: slog.New(slog.DiscardHandler), limits: newClientLimits(o)}
 	server, peer := loopbackPair(b)
 	c := newClient(1, n, server)
 

@@ -12,6 +12,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/julienschmidt/httprouter"
@@ -26,7 +27,8 @@ import (
 )
 
 type httpServer struct {
-	n *NSQD
+	n         *NSQD
+	statsBufs sync.Pool // *[]byte: scratch space of /stats?format=json
 }
 
 func newHTTPServer(n *NSQD) *http.Server {
@@ -327,38 +329,44 @@ func (s *httpServer) stats(w http.ResponseWriter, r *http.Request, _ httprouter.
 	if err != nil {
 		return nil, err
 	}
-	topic, channel := q.Get("topic"), q.Get("channel")
-	includeClients := boolParam(q.Get("include_clients"), true)
-	includeMem := boolParam(q.Get("include_mem"), true)
-	topics := s.n.Stats(topic, channel, includeClients)
-	var producers []ClientStats
-	if includeClients {
-		producers = s.n.producerStats(topic)
+	sq := statsQuery{
+		topic:          q.Get("topic"),
+		channel:        q.Get("channel"),
+		includeClients: boolParam(q.Get("include_clients"), true),
 	}
-	health := "OK"
+	head := statsHead{health: "OK", startTime: s.n.startTime.Unix()}
 	if err := s.n.Health(); err != nil {
-		health = "NOK - " + err.Error()
+		head.health = "NOK - " + err.Error()
 	}
-	var mem *memStats
-	if includeMem {
+	if boolParam(q.Get("include_mem"), true) {
 		m := readMemStats()
-		mem = &m
+		head.mem = &m
 	}
-	if q.Get("format") != "json" {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		return []byte(formatTextStats(health, s.n.startTime, topics, producers, mem)), nil
+	if q.Get("format") == "json" {
+		head.limits, head.drain = s.n.guard.info(), s.n.drainStatus()
+		return httpapi.JSONStream(func(w io.Writer) { s.streamStats(w, sq, head) }), nil
 	}
-	return struct {
-		Version   string        `json:"version"`
-		Health    string        `json:"health"`
-		StartTime int64         `json:"start_time"`
-		Topics    []TopicStats  `json:"topics"`
-		Memory    *memStats     `json:"memory,omitempty"`
-		Producers []ClientStats `json:"producers"`
-		// not in NSQ: the memory guard's state and budgets
-		MemoryLimits MemoryInfo `json:"memory_limits"`
-		drainStatus
-	}{version.Version, health, s.n.startTime.Unix(), topics, mem, producers, s.n.guard.info(), s.n.drainStatus()}, nil
+	topics := s.n.Stats(sq.topic, sq.channel, sq.includeClients)
+	var producers []ClientStats
+	if sq.includeClients {
+		producers = s.n.producerStats(sq.topic)
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	return []byte(formatTextStats(head.health, s.n.startTime, topics, producers, head.mem)), nil
+}
+
+// streamStats writes the /stats JSON document to w. A write error means
+// the client went away; there is no one left to tell.
+func (s *httpServer) streamStats(w io.Writer, q statsQuery, head statsHead) {
+	bp, _ := s.statsBufs.Get().(*[]byte)
+	if bp == nil {
+		b := make([]byte, 0, statsFlushAt+statsFlushAt/4)
+		bp = &b
+	}
+	*bp, _ = s.n.writeStatsJSON(w, *bp, q, head)
+	if cap(*bp) <= maxPooledStatsBuf {
+		s.statsBufs.Put(bp)
+	}
 }
 
 // boolParam reads NSQ's boolean query values; anything else is def.

@@ -25,6 +25,29 @@ const (
 	defaultDeflateLevel = 6
 )
 
+// Writing to clients (client_write.go).
+const (
+	// maxFlushPace bounds how long a busy connection's frames are held
+	// back, whatever output_buffer_timeout the client negotiated (NSQ's
+	// default is 250 ms, and NSQ holds frames that long even on a quiet
+	// connection).
+	maxFlushPace = 10 * time.Millisecond
+)
+
+// /stats?format=json (stats_json.go).
+const (
+	// statsFlushAt is how much of the document is collected before it is
+	// written: the client reads the first topics while the last are still
+	// being made, in few large reads. Chunks of 32 KB cost a Go client
+	// (net/http) three times the CPU of 256 KB ones for a 4 MB document: it
+	// wakes and reads per chunk.
+	statsFlushAt = 256 << 10
+	// maxPooledStatsBuf bounds the scratch buffers kept for /stats: one
+	// that grew past it (a channel with thousands of clients) is left to
+	// the GC.
+	maxPooledStatsBuf = 4 * statsFlushAt
+)
+
 // ephemeralRetries bounds how often SUB and PUB retry on an ephemeral
 // topic or channel deleted under them by the departure of its last
 // client.

@@ -1,7 +1,9 @@
 package nsqd
 
 import (
+	"slices"
 	"sort"
+	"strings"
 
 	"github.com/nsqgo/nsq/internal/quantile"
 	"github.com/nsqgo/nsq/internal/replication"
@@ -221,9 +223,19 @@ func (ch *Channel) stats(includeClients bool, topic string) ChannelStats {
 	return s
 }
 
-// stats snapshots the topic with its channels (only channel, if set). The
-// topic's latency merges every channel's, filtered or not, as in NSQ.
+// stats snapshots the topic with its channels (only channel, if set).
 func (t *Topic) stats(channel, topicFilter string, includeClients bool) TopicStats {
+	s := t.ownStats()
+	s.Channels = []ChannelStats{}
+	s.E2eProcessingLatency = t.eachChannelStats(channel, topicFilter, includeClients, func(cs *ChannelStats) {
+		s.Channels = append(s.Channels, *cs)
+	})
+	return s
+}
+
+// ownStats snapshots the topic's own figures: everything but its channels
+// and its latency, which eachChannelStats gives.
+func (t *Topic) ownStats() TopicStats {
 	snap := t.snapshot()
 	s := TopicStats{
 		TopicName:    t.name,
@@ -232,7 +244,6 @@ func (t *Topic) stats(channel, topicFilter string, includeClients bool) TopicSta
 		MessageCount: snap.messageCount,
 		MessageBytes: snap.messageBytes,
 		Paused:       snap.paused,
-		Channels:     []ChannelStats{},
 		Policy:       snap.policy.topicView(),
 		DroppedCount: snap.dropped,
 		ExpiredCount: snap.expired,
@@ -241,7 +252,16 @@ func (t *Topic) stats(channel, topicFilter string, includeClients bool) TopicSta
 	if r := t.blocked.Load(); r != nil {
 		s.BacklogBlocked = *r
 	}
+	return s
+}
+
+// eachChannelStats snapshots the topic's channels (only channel, if set)
+// in name order, one at a time into the same value (fn must not keep the
+// pointer), and returns the topic's latency: every channel's merged,
+// filtered or not, as in NSQ.
+func (t *Topic) eachChannelStats(channel, topicFilter string, includeClients bool, fn func(*ChannelStats)) *quantile.Result {
 	var results []*quantile.Result
+	var cs ChannelStats
 	for _, ch := range t.channelList() { // sorted, immutable
 		if channel != "" && ch.name != channel {
 			if len(t.e2ePcts) > 0 {
@@ -249,43 +269,86 @@ func (t *Topic) stats(channel, topicFilter string, includeClients bool) TopicSta
 			}
 			continue
 		}
-		cs := ch.stats(includeClients, topicFilter)
-		results = append(results, cs.E2eProcessingLatency)
-		s.Channels = append(s.Channels, cs)
+		cs = ch.stats(includeClients, topicFilter)
+		if len(t.e2ePcts) > 0 {
+			results = append(results, cs.E2eProcessingLatency)
+		}
+		fn(&cs)
 	}
 	if len(t.e2ePcts) > 0 {
-		s.E2eProcessingLatency = quantile.Merge(results...)
+		if r := quantile.Merge(results...); r != nil {
+			return r
+		}
 	}
-	if s.E2eProcessingLatency == nil {
-		s.E2eProcessingLatency = &quantile.Result{}
-	}
-	return s
+	return &quantile.Result{}
 }
 
 // Stats returns topic (and channel) stats, optionally filtered. As in NSQ,
 // a topic filter naming no topic gives nil ("topics":null), and with a
 // channel filter only the topics that have that channel are listed.
 func (n *NSQD) Stats(topic, channel string, includeClients bool) []TopicStats {
+	var out []TopicStats
+	if topics := n.statsTopics(topic, channel); topics != nil {
+		out = make([]TopicStats, 0, len(topics))
+		for _, t := range topics {
+			out = append(out, t.stats(channel, topic, includeClients))
+		}
+	}
+	return n.replicationStats(out, topic, channel)
+}
+
+// statsTopics lists the topics of this node /stats shows, by name: nil when
+// topic names no topic, and with channel set only those that have that
+// channel.
+func (n *NSQD) statsTopics(topic, channel string) []*Topic {
 	var topics []*Topic
 	if topic == "" {
 		topics = n.Topics()
 	} else if t, ok := n.GetExistingTopic(topic); ok {
 		topics = []*Topic{t}
-	} else if n.isReplicated(topic) {
-		return n.replicationStats(nil, topic, channel)
 	} else {
 		return nil
 	}
-	out := make([]TopicStats, 0, len(topics))
-	for _, t := range topics {
-		if channel != "" {
-			if _, ok := t.GetExistingChannel(channel); !ok {
-				continue
-			}
-		}
-		out = append(out, t.stats(channel, topic, includeClients))
+	if channel == "" {
+		return topics
 	}
-	return n.replicationStats(out, topic, channel)
+	out := topics[:0]
+	for _, t := range topics {
+		if _, ok := t.GetExistingChannel(channel); ok {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// replicationOf is the "replication" object of a topic's stats, nil for a
+// topic that is not replicated.
+func (n *NSQD) replicationOf(topic string) *replication.Status {
+	r := n.replicated(topic)
+	if r == nil {
+		return nil
+	}
+	st := r.Status(topic)
+	return &st
+}
+
+// remoteReplicatedStats is the stats of the replicated topics that /stats
+// lists besides local (sorted by name): those this node does not hold,
+// from the replicated state (replicationStats).
+func (n *NSQD) remoteReplicatedStats(local []*Topic, topic, channel string) []TopicStats {
+	if n.repl == nil {
+		return nil
+	}
+	all := n.replicationStats(nil, topic, channel)
+	out := all[:0]
+	for _, ts := range all {
+		if _, held := slices.BinarySearchFunc(local, ts.TopicName, func(t *Topic, name string) int {
+			return strings.Compare(t.name, name)
+		}); !held {
+			out = append(out, ts)
+		}
+	}
+	return out
 }
 
 // producerStats lists connected clients that have published; nil when

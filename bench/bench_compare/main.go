@@ -29,7 +29,7 @@
 //	        --mem-queue-size=0, for --burt-duration; end to end
 //	stats   GET /stats?format=json with --stats-topics × --stats-channels
 //	        channels, and with 1 topic × --stats-wide-channels (median of
-//	        --stats-requests requests)
+//	        --stats-requests requests, and the daemon's CPU per request)
 //	idle    RSS added per idle topic and per idle channel (--idle-count of
 //	        each, default flags)
 //

@@ -102,6 +102,7 @@ type Queue struct {
 	writeJunk  bool       // a failed write's bytes may remain past writePos
 	start      metaState  // state a failing writeRecords returns to
 	persisted  metaState
+	meta       metaWriter
 	timer      *time.Timer
 	timerArmed bool
 	closed     bool
@@ -153,6 +154,7 @@ func Open(opts Options) (*Queue, error) {
 		name:        opts.Name,
 		dir:         opts.DataPath,
 		metaFile:    metaPath(opts.DataPath, opts.Name),
+		meta:        metaWriter{path: metaPath(opts.DataPath, opts.Name)},
 		maxBytes:    opts.MaxBytesPerFile,
 		minSize:     int64(opts.MinMsgSize),
 		maxSize:     int64(opts.MaxMsgSize),
@@ -338,6 +340,7 @@ func (q *Queue) Empty() error {
 // shutdown releases everything; the caller holds mu.
 func (q *Queue) shutdown() {
 	q.closed = true
+	q.meta.close()
 	q.stopTimer()
 	q.closeReader()
 	q.closeWriter()

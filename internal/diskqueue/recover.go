@@ -35,12 +35,13 @@ func (q *Queue) recover() error {
 	if err := q.finishDeleteIfMarked(); err != nil {
 		return err
 	}
-	ms, err := readMeta(q.metaFile)
+	ms, record, err := loadMeta(q.metaFile)
 	haveMeta := false
 	switch {
 	case err == nil && ms.valid():
 		haveMeta = true
 		q.persisted = ms
+		q.meta.inPlace = record
 	case err == nil:
 		q.log.Warn("diskqueue metadata inconsistent, rescanning all segments",
 			"queue", q.name, "file", q.metaFile)

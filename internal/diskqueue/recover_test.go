@@ -282,8 +282,10 @@ func TestSegmentsBeyondRecordedWriteSegment(t *testing.T) {
 	q.Close()
 }
 
-func TestMissingMetadataScansFromLowestSegment(t *testing.T) {
-	dir := t.TempDir()
+// readIntoThirdSegment opens a queue in dir, writes five segments of
+// records and reads 3 records into the third (the first two are deleted).
+func readIntoThirdSegment(t *testing.T, dir string) *Queue {
+	t.Helper()
 	q := mustOpen(t, testOpts(dir))
 	for i := 0; i < 5*perSeg; i++ {
 		mustPut(t, q, testRec(i, fixedSize))
@@ -291,6 +293,12 @@ func TestMissingMetadataScansFromLowestSegment(t *testing.T) {
 	for i := 0; i < 2*perSeg+3; i++ {
 		mustNext(t, q)
 	}
+	return q
+}
+
+func TestMissingMetadataScansFromLowestSegment(t *testing.T) {
+	dir := t.TempDir()
+	q := readIntoThirdSegment(t, dir)
 	q.Close()
 	if segs := liveSegments(t, dir, testName); segs[0] != 2 {
 		t.Fatalf("segments %v", segs)

@@ -14,13 +14,13 @@ import (
 //   - the method that counted the op releases mu (unlock) and then runs
 //     the sync (syncOutside), so with SyncEvery=1 a Put still returns only
 //     after its data is on disk;
-//   - syncOutside takes the positions to record under mu, fsyncs the write
-//     segment through a duplicate of its descriptor (a roll or Close may
-//     close the original meanwhile) and prepares the metadata (tmp file,
-//     fsync) without mu, then renames the metadata into place under mu,
-//     unless a newer state was recorded meanwhile or the queue was closed
-//     or detached. The metadata is prepared only after the data it names is
-//     synced. syncMu keeps these syncs in order (lock order: syncMu, mu);
+//   - syncOutside takes the positions to record under mu, then, without
+//     mu, fsyncs the write segment through a duplicate of its descriptor (a
+//     roll or Close may close the original meanwhile) and writes the
+//     metadata record in place (metaWriter, meta.go), unless a newer state
+//     was written meanwhile or the queue was closed or detached. The
+//     metadata is written only after the data it names is synced. syncMu
+//     keeps these syncs in order (lock order: syncMu, mu, metaWriter.mu);
 //   - a sync that finds the data of its writes already synced by another
 //     (concurrent Puts) skips the fsync: one fsync serves them all.
 //
@@ -87,15 +87,10 @@ func (q *Queue) syncOutside() error {
 		err = q.fsync(data)
 		data.Close()
 	}
-	if needMeta {
-		// Detached meanwhile: write nothing next to the freed name.
-		q.mu.Lock()
-		needMeta = !q.closed
-		q.mu.Unlock()
-	}
-	tmp := ""
+	wrote := false
 	if err == nil && needMeta {
-		if tmp, err = prepareMeta(q.metaFile, st); err != nil {
+		// Closed or detached meanwhile: the writer writes nothing.
+		if wrote, err = q.meta.write(st, seq); err != nil {
 			err = fmt.Errorf("metadata: %w", err)
 		}
 	}
@@ -108,15 +103,8 @@ func (q *Queue) syncOutside() error {
 			q.dataDirty = false
 		}
 	}
-	if tmp != "" {
-		if seq > q.persistSeq && !q.closed {
-			if err = os.Rename(tmp, q.metaFile); err == nil {
-				q.persisted, q.persistSeq = st, seq
-			} else {
-				err = fmt.Errorf("metadata: %w", err)
-			}
-		}
-		removeFile(tmp) // gone after a rename; a newer state won otherwise
+	if wrote && seq > q.persistSeq {
+		q.persisted, q.persistSeq = st, seq
 	}
 	if err != nil {
 		// Retry with the next operation or the timer.
@@ -141,12 +129,11 @@ func (q *Queue) syncLocked() error {
 		q.syncedGen = q.writeGen
 	}
 	if st := q.persistState(); st != q.persisted {
-		if err := writeMeta(q.metaFile, st); err != nil {
+		q.metaSeq++
+		if _, err := q.meta.write(st, q.metaSeq); err != nil {
 			return fmt.Errorf("metadata: %w", err)
 		}
-		q.persisted = st
-		q.metaSeq++
-		q.persistSeq = q.metaSeq
+		q.persisted, q.persistSeq = st, q.metaSeq
 	}
 	q.unsynced = 0
 	q.stopTimer()

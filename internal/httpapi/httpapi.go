@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -66,8 +67,22 @@ func statusOf(err error) int {
 	return http.StatusInternalServerError
 }
 
+const jsonContentType = "application/json; charset=utf-8"
+
+// JSONStream is a payload that writes its own JSON to the response, for an
+// answer too large to build in memory first. A write error is the client's
+// problem (gone away); the status has been sent by then.
+type JSONStream func(w io.Writer)
+
 // RespondV1 writes data (or an error) in the V1 shape.
 func RespondV1(w http.ResponseWriter, code int, data any) {
+	w.Header().Set("X-NSQ-Content-Type", "nsq; version=1.0")
+	if stream, ok := data.(JSONStream); ok {
+		w.Header().Set("Content-Type", jsonContentType)
+		w.WriteHeader(code)
+		stream(w)
+		return
+	}
 	var body []byte
 	isJSON := false
 	switch d := data.(type) {
@@ -95,9 +110,8 @@ func RespondV1(w http.ResponseWriter, code int, data any) {
 			body = []byte(`{"message":"INTERNAL_ERROR"}`)
 		}
 	}
-	w.Header().Set("X-NSQ-Content-Type", "nsq; version=1.0")
 	if isJSON {
-		w.Header().Set("Content-Type", "application/json; charset=utf-8")
+		w.Header().Set("Content-Type", jsonContentType)
 	}
 	w.WriteHeader(code)
 	_, _ = w.Write(body)

@@ -2,6 +2,8 @@ package nsqd
 
 import (
 	"bufio"
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -87,8 +89,15 @@ func TestRestartGraceful(t *testing.T) {
 		t.Fatalf("deferred count %d, want %d", cs.DeferredCount, deferred)
 	}
 
+	// The holder never finishes what it holds: Shutdown may wait for it
+	// only briefly, so that the messages are still in flight when it
+	// closes the consumer.
 	stopAt := time.Now()
-	d.stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	if err := d.Shutdown(ctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	cancel()
 	stopped := time.Since(stopAt)
 	holder.release()
 	holdC.Stop()

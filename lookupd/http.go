@@ -83,31 +83,21 @@ func (w *statusWriter) WriteHeader(code int) {
 	w.ResponseWriter.WriteHeader(code)
 }
 
-// queryParams parses the URL query strictly, as NSQ does: a malformed query
-// is 400 INVALID_REQUEST rather than silently dropped pairs.
-func queryParams(r *http.Request) (url.Values, error) {
-	v, err := url.ParseQuery(r.URL.RawQuery)
-	if err != nil {
-		return nil, httpapi.Err{Code: http.StatusBadRequest, Text: "INVALID_REQUEST"}
-	}
-	return v, nil
-}
-
-// param returns the first value of key. Only an absent key is "missing"; a
-// present empty value is returned as "" so that name validation reports it
-// (NSQ: /topic/create?topic= is INVALID_ARG_TOPIC, /lookup?topic= is
-// TOPIC_NOT_FOUND).
+// param returns the first value of key, or the error missing when key is
+// absent. A present empty value is returned as "" so that name validation
+// reports it (NSQ: /topic/create?topic= is INVALID_ARG_TOPIC, /lookup?topic=
+// is TOPIC_NOT_FOUND).
 func param(v url.Values, key, missing string) (string, error) {
-	vs, ok := v[key]
-	if !ok || len(vs) == 0 {
+	s, ok := httpapi.Param(v, key)
+	if !ok {
 		return "", httpapi.Err{Code: http.StatusBadRequest, Text: missing}
 	}
-	return vs[0], nil
+	return s, nil
 }
 
 // topicChannelParams reads and validates topic and channel, in NSQ's order.
 func topicChannelParams(r *http.Request) (topic, channel string, err error) {
-	v, err := queryParams(r)
+	v, err := httpapi.Query(r)
 	if err != nil {
 		return "", "", err
 	}
@@ -128,7 +118,7 @@ func topicChannelParams(r *http.Request) (topic, channel string, err error) {
 
 // topicParam reads topic without validating it (NSQ validates only on create).
 func topicParam(r *http.Request) (string, error) {
-	v, err := queryParams(r)
+	v, err := httpapi.Query(r)
 	if err != nil {
 		return "", err
 	}
@@ -285,7 +275,7 @@ func (s *httpServer) deleteChannel(_ http.ResponseWriter, r *http.Request, _ htt
 // is being deleted there. node is "<broadcast_address>:<http_port>" joined
 // with a bare colon, as NSQ does (no brackets for IPv6).
 func (s *httpServer) tombstoneTopicProducer(_ http.ResponseWriter, r *http.Request, _ httprouter.Params) (any, error) {
-	v, err := queryParams(r)
+	v, err := httpapi.Query(r)
 	if err != nil {
 		return nil, err
 	}

@@ -118,30 +118,9 @@ func (s *httpServer) info(http.ResponseWriter, *http.Request, httprouter.Params)
 		o.TopologyZone, o.TopologyRegion, s.n.guard.info(), o.ClusterAddress, o.ClusterPeers, s.n.drainStatus()}, nil
 }
 
-// query parses the URL query as NSQ does: a malformed one is 400
-// INVALID_REQUEST rather than silently dropped pairs.
-func query(r *http.Request) (url.Values, error) {
-	q, err := url.ParseQuery(r.URL.RawQuery)
-	if err != nil {
-		return nil, apiErr(http.StatusBadRequest, "INVALID_REQUEST")
-	}
-	return q, nil
-}
-
-// param returns the first value of key and whether key is present at all:
-// NSQ tells a missing argument ("MISSING_ARG_…") from an empty one (which
-// then fails validation or lookup).
-func param(q url.Values, key string) (string, bool) {
-	v, ok := q[key]
-	if !ok || len(v) == 0 {
-		return "", false
-	}
-	return v[0], true
-}
-
 // topicName validates ?topic= for the endpoints that create the topic.
 func topicName(q url.Values) (string, error) {
-	name, ok := param(q, "topic")
+	name, ok := httpapi.Param(q, "topic")
 	if !ok {
 		return "", apiErr(http.StatusBadRequest, "MISSING_ARG_TOPIC")
 	}
@@ -153,7 +132,7 @@ func topicName(q url.Values) (string, error) {
 
 // queryTopic parses the query and validates its ?topic=.
 func queryTopic(r *http.Request) (url.Values, string, error) {
-	q, err := query(r)
+	q, err := httpapi.Query(r)
 	if err != nil {
 		return nil, "", err
 	}
@@ -201,7 +180,7 @@ func (s *httpServer) pub(_ http.ResponseWriter, r *http.Request, _ httprouter.Pa
 	}
 	// Checked after the topic, as NSQ does, but before creating it.
 	var deferFor time.Duration
-	if ds, ok := param(q, "defer"); ok {
+	if ds, ok := httpapi.Param(q, "defer"); ok {
 		ms, err := strconv.ParseInt(ds, 10, 64)
 		if err != nil || ms < 0 || ms > s.n.opts.deferTimeoutLimit().Milliseconds() {
 			return nil, apiErr(http.StatusBadRequest, "INVALID_DEFER")
@@ -263,7 +242,7 @@ func (s *httpServer) mpub(_ http.ResponseWriter, r *http.Request, _ httprouter.P
 	// Text unless ?binary= is given; a value strconv.ParseBool does not
 	// know (even an empty one) means binary, as in NSQ.
 	binary := false
-	if b, ok := param(q, "binary"); ok {
+	if b, ok := httpapi.Param(q, "binary"); ok {
 		if binary, err = strconv.ParseBool(b); err != nil {
 			binary = true
 			s.n.log.Warn("deprecated value used for /mpub binary param, treating as binary", "value", b)
@@ -325,7 +304,7 @@ func splitTextMPUB(body []byte, maxMsg int64) ([][]byte, error) {
 }
 
 func (s *httpServer) stats(w http.ResponseWriter, r *http.Request, _ httprouter.Params) (any, error) {
-	q, err := query(r)
+	q, err := httpapi.Query(r)
 	if err != nil {
 		return nil, err
 	}
@@ -399,11 +378,11 @@ func (s *httpServer) topicCreate(_ http.ResponseWriter, r *http.Request, _ httpr
 // delete and pause answer 404 for an invalid one); validate also checks
 // the name first (NSQ's empty).
 func (s *httpServer) existingTopic(r *http.Request, validate bool) (*Topic, error) {
-	q, err := query(r)
+	q, err := httpapi.Query(r)
 	if err != nil {
 		return nil, err
 	}
-	name, ok := param(q, "topic")
+	name, ok := httpapi.Param(q, "topic")
 	if !ok {
 		return nil, apiErr(http.StatusBadRequest, "MISSING_ARG_TOPIC")
 	}
@@ -489,12 +468,12 @@ func (s *httpServer) pausableChannel(r *http.Request) (pausable, error) {
 
 // channelArgs validates topic and channel query parameters.
 func (s *httpServer) channelArgs(r *http.Request) (string, string, error) {
-	q, err := query(r)
+	q, err := httpapi.Query(r)
 	if err != nil {
 		return "", "", err
 	}
-	topic, hasTopic := param(q, "topic")
-	channel, hasChannel := param(q, "channel")
+	topic, hasTopic := httpapi.Param(q, "topic")
+	channel, hasChannel := httpapi.Param(q, "channel")
 	switch {
 	case !hasTopic:
 		return "", "", apiErr(http.StatusBadRequest, "MISSING_ARG_TOPIC")

@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/julienschmidt/httprouter"
+	"github.com/nsqgo/nsq/internal/httpapi"
 )
 
 // GET /topic/peek?topic=T&n=10 and GET /channel/peek?topic=T&channel=C&n=10
@@ -36,17 +37,17 @@ func (s *httpServer) channelPeek(_ http.ResponseWriter, r *http.Request, _ httpr
 
 // peekArgs reads n (1…peekMax, default 10) and, for a channel, from.
 func peekArgs(r *http.Request, channel bool) (n int, from string, err error) {
-	q, err := query(r)
+	q, err := httpapi.Query(r)
 	if err != nil {
 		return 0, "", err
 	}
 	n = 10
-	if v, ok := param(q, "n"); ok {
+	if v, ok := httpapi.Param(q, "n"); ok {
 		if n, err = strconv.Atoi(v); err != nil || n < 1 || n > peekMax {
 			return 0, "", apiErr(http.StatusBadRequest, "INVALID_ARG_N")
 		}
 	}
-	from, _ = param(q, "from")
+	from, _ = httpapi.Param(q, "from")
 	switch {
 	case from == "" || from == "ready":
 		from = ""

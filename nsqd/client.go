@@ -53,11 +53,8 @@ type client struct {
 
 	state atomic.Int32
 
-	// sub is set once by SUB (reader goroutine) and read by stats.
-	subMu   sync.Mutex
-	sub     *Subscription
-	topic   *Topic
-	channel *Channel
+	// subscribed is set once by SUB (reader goroutine) and read by stats.
+	subscribed atomic.Pointer[clientSubscription]
 
 	messageCount atomic.Uint64
 	pubMu        sync.Mutex
@@ -158,8 +155,16 @@ func (c *client) recordPub(topic string, n int) {
 	c.pubMu.Unlock()
 }
 
+// clientSubscription is what SUB made of a connection.
+type clientSubscription struct {
+	sub     *Subscription
+	topic   *Topic
+	channel *Channel
+}
+
 func (c *client) subscription() (*Subscription, *Topic, *Channel) {
-	c.subMu.Lock()
-	defer c.subMu.Unlock()
-	return c.sub, c.topic, c.channel
+	if s := c.subscribed.Load(); s != nil {
+		return s.sub, s.topic, s.channel
+	}
+	return nil, nil, nil
 }

@@ -454,9 +454,7 @@ func (c *client) subscribe(params [][]byte, _ []byte) ([]byte, error) {
 			continue
 		}
 		c.d.placeSubscription(sub, c.topology)
-		c.subMu.Lock()
-		c.sub, c.topic, c.channel = sub, t, ch
-		c.subMu.Unlock()
+		c.subscribed.Store(&clientSubscription{sub, t, ch})
 		c.state.Store(stateSubscribed)
 		return wire.OK, nil
 	}

@@ -20,7 +20,7 @@ func pacedClient(t *testing.T, rdy int64, bufTimeout time.Duration) *client {
 	c := newClient(1, n, server)
 	sub := &Subscription{consumer: c}
 	sub.rdy.Store(rdy)
-	c.sub = sub
+	c.subscribed.Store(&clientSubscription{sub: sub})
 	t.Cleanup(func() {
 		c.close()
 		c.writeMu.Lock() // the writer holds it until it returns
@@ -56,11 +56,11 @@ func TestFlushPacing(t *testing.T) {
 	}
 
 	c.pace.lastFlush = time.Now()
-	c.sub.inFlight.Store(100)
+	c.subscribed.Load().sub.inFlight.Store(100)
 	if d := c.holdFor(); d != 0 {
 		t.Fatalf("client with a full RDY window held for %v", d)
 	}
-	c.sub.inFlight.Store(0)
+	c.subscribed.Load().sub.inFlight.Store(0)
 	c.outputBufTimeout = 0 // output_buffer_timeout -1: no buffering
 	if d := c.holdFor(); d != 0 {
 		t.Fatalf("client without output buffering held for %v", d)
@@ -105,12 +105,12 @@ func TestFlushPacingWakes(t *testing.T) {
 
 	c = pacedClient(t, 2, 250*time.Millisecond)
 	hold(c)
-	c.sub.inFlight.Store(1)
+	c.subscribed.Load().sub.inFlight.Store(1)
 	c.Deliver(msg)
 	if woken(c) {
 		t.Fatal("woken with room left in the window")
 	}
-	c.sub.inFlight.Store(2)
+	c.subscribed.Load().sub.inFlight.Store(2)
 	c.Deliver(msg)
 	if !woken(c) {
 		t.Fatal("not woken when the window filled")

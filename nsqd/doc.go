@@ -47,10 +47,10 @@
 //	NSQD.mu → Topic.mu → Channel.mu → client.outMu
 //	client.writeMu → client.outMu
 //
-// Every other mutex (NSQD.clientsMu, NSQD.metaMu, client.subMu,
-// client.pubMu, the metrics collector's) is a leaf: nothing is locked
-// while it is held. A disk queue has its own mutex, and it is taken with
-// no Topic or Channel lock held: work that needs the disk is planned under
+// Every other mutex (NSQD.clientsMu, NSQD.metaMu, client.pubMu, the
+// metrics collector's) is a leaf: nothing is locked while it is held. A
+// disk queue has its own mutex, and it is taken with no Topic or Channel
+// lock held: work that needs the disk is planned under
 // the object's lock, done without it, and committed under it again
 // (msgQueue.writeLocked, the channel's disk reader, the topic's drain, the
 // deferred-spill worker, close and the removal of a deleted queue's files).

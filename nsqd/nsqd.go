@@ -9,7 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -54,6 +54,9 @@ type NSQD struct {
 
 	mu     sync.RWMutex // guards topics
 	topics map[string]*Topic
+	// topicList is topics sorted by name, replaced (never modified) under
+	// mu, so that Topics and /stats need neither the lock nor a sort.
+	topicList atomic.Pointer[[]*Topic]
 
 	clientsMu sync.Mutex // guards clients
 	clients   map[int64]*client
@@ -427,6 +430,7 @@ func (n *NSQD) getTopic(name string, notify bool) (*Topic, error) {
 		t.holdForStart()
 	}
 	n.topics[name] = t
+	n.listTopicLocked(t)
 	n.mu.Unlock()
 	n.log.Info("topic created", "topic", name)
 	n.lookupRegister(name, "")
@@ -464,6 +468,7 @@ func (n *NSQD) deleteTopic(name string, only *Topic) error {
 	// name must find none of these files (and lose none of its own).
 	finish := t.stop(true)
 	delete(n.topics, name)
+	n.unlistTopicLocked(t)
 	n.mu.Unlock()
 	err := finish()
 	n.log.Info("topic deleted", "topic", name)
@@ -481,14 +486,43 @@ var (
 
 // Topics returns every topic sorted by name.
 func (n *NSQD) Topics() []*Topic {
-	n.mu.RLock()
-	out := make([]*Topic, 0, len(n.topics))
-	for _, t := range n.topics {
-		out = append(out, t)
+	if l := n.topicList.Load(); l != nil {
+		return append(make([]*Topic, 0, len(*l)), *l...)
 	}
-	n.mu.RUnlock()
-	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
-	return out
+	return []*Topic{}
+}
+
+func topicByName(t *Topic, name string) int { return strings.Compare(t.name, name) }
+
+// listTopicLocked puts t in topicList in place of a topic of the same name
+// (a retired ephemeral one) or in its sorted place.
+func (n *NSQD) listTopicLocked(t *Topic) {
+	var old []*Topic
+	if l := n.topicList.Load(); l != nil {
+		old = *l
+	}
+	i, found := slices.BinarySearchFunc(old, t.name, topicByName)
+	list := slices.Clone(old)
+	if found {
+		list[i] = t
+	} else {
+		list = slices.Insert(list, i, t)
+	}
+	n.topicList.Store(&list)
+}
+
+// unlistTopicLocked takes t out of topicList.
+func (n *NSQD) unlistTopicLocked(t *Topic) {
+	l := n.topicList.Load()
+	if l == nil {
+		return
+	}
+	i, found := slices.BinarySearchFunc(*l, t.name, topicByName)
+	if !found || (*l)[i] != t {
+		return
+	}
+	list := slices.Delete(slices.Clone(*l), i, i+1)
+	n.topicList.Store(&list)
 }
 
 func (n *NSQD) onChannelCreated(t *Topic, ch *Channel) {

@@ -91,7 +91,7 @@ func (n *NSQD) watchDrain() {
 	lastLog := time.Now()
 	for {
 		rem := n.DrainRemaining()
-		if rem.empty() {
+		if rem.empty() && n.holdsNothing() {
 			n.log.Info("drained: every topic and channel is empty; stopping")
 			n.life.finish()
 			return
@@ -146,6 +146,33 @@ func (n *NSQD) DrainRemaining() DrainRemaining {
 		}
 	}
 	return r
+}
+
+// holdsNothing confirms, under each channel's lock, what DrainRemaining
+// read without locks: its counters are read one by one, so a message
+// passing from in flight to deferred (a REQ with a delay) can be missed by
+// both for an instant.
+func (n *NSQD) holdsNothing() bool {
+	for _, t := range n.Topics() {
+		if t.Depth() != 0 {
+			return false
+		}
+		for _, ch := range t.Channels() {
+			if !ch.holdsNothing() {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// holdsNothing reports whether the channel has nothing queued, in flight,
+// deferred or on its way to the deferred spill.
+func (ch *Channel) holdsNothing() bool {
+	ch.mu.Lock()
+	defer ch.unlock()
+	return ch.q.depth() == 0 && len(ch.inFlight) == 0 && ch.deferredPQ.Len() == 0 &&
+		ch.spill.count == 0 && len(ch.spill.pending) == 0 && !ch.spill.busy
 }
 
 // spillInTransit reports whether the channel's deferred-spill worker has

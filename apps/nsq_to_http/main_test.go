@@ -169,6 +169,10 @@ func TestHostPoolAvoidsFailingHost(t *testing.T) {
 				"--post="+bad.URL, "--post="+good.URL, "-n=1",
 				"--consumer-opt=default_requeue_delay,10ms", "--consumer-opt=backoff_multiplier,10ms",
 				"--consumer-opt=max_backoff_duration,20ms", "--consumer-opt=max_attempts,0")
+			// The healthy endpoint having everything is what "done" means here:
+			// the channel's lock-free counters can look idle for an instant
+			// while a requeued message passes from in flight to deferred.
+			tooltest.Eventually(t, "every message at the healthy endpoint", func() bool { return len(good.delivered()) == len(want) })
 			waitDone(t, httpAddr, "pool", 40)
 			if err := p.Stop(); err != nil {
 				t.Fatal(err)

@@ -37,6 +37,11 @@ type options struct {
 
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	cfg := nsq.NewConfig()
+	// Messages past -n go back to the channel unshown and may come straight
+	// back until the consumer has closed; go-nsq would FIN (drop) one that
+	// came back max_attempts times. A tail never consumes what it did not
+	// show. (--consumer-opt=max_attempts,N still applies.)
+	cfg.MaxAttempts = 0
 	var o options
 	fs := cmd.FlagSet()
 	fs.Var(&o.topics, "topic", "NSQ `topic` (may be given multiple times)")

@@ -116,10 +116,17 @@ func (s *Subscription) Finish(id MessageID) error {
 	ch.dropLocked(m)
 	ch.fillLocked(s)
 	ch.unlock()
+	ch.replicateFinished(id)
+	return nil
+}
+
+// replicateFinished tells the replication layer that id left this
+// channel for good, when the channel is a leader's copy of a replicated
+// one.
+func (ch *Channel) replicateFinished(id MessageID) {
 	if r := ch.repl.Load(); r != nil {
 		r.Finished(ch.topicName, ch.name, id)
 	}
-	return nil
 }
 
 // dropLocked is the end of m in this channel (FIN'd, or discarded): its
@@ -146,9 +153,7 @@ func (s *Subscription) Requeue(id MessageID, delay time.Duration) error {
 		ch.fillAllLocked()
 		ch.unlock()
 		ch.deadLetter([]*Message{m})
-		if r := ch.repl.Load(); r != nil {
-			r.Finished(ch.topicName, ch.name, id)
-		}
+		ch.replicateFinished(id)
 		return nil
 	}
 	defer ch.unlock()

@@ -61,6 +61,22 @@ func startTestCluster(t *testing.T, n int, configure ...func(*Options)) []*testD
 	return nodes
 }
 
+// createReplicated creates a replicated topic through topicVia and its
+// channel through channelVia, retrying while the cluster elects its first
+// leader or a node catches up, then waits until every node knows the topic.
+func createReplicated(t *testing.T, nodes []*testDaemon, topicVia, channelVia *testDaemon, topic, channel string) {
+	t.Helper()
+	testutil.WaitFor(t, "the topic created", 30*time.Second, func() bool {
+		code, _ := topicVia.do("POST", "/topic/create?replicas=3&topic="+topic, "")
+		return code == 200
+	})
+	testutil.WaitFor(t, "the channel created", 30*time.Second, func() bool {
+		code, _ := channelVia.do("POST", "/channel/create?topic="+topic+"&channel="+channel, "")
+		return code == 200
+	})
+	waitKnown(t, nodes, topic)
+}
+
 // waitKnown waits until every node has applied the topic's creation: a
 // node takes the name for a replicated topic only from then on (README,
 // Replication, Limits).
@@ -100,15 +116,7 @@ func leaderOf(t *testing.T, nodes []*testDaemon) *testDaemon {
 func TestReplicatedTopicInProcess(t *testing.T) {
 	nodes := startTestCluster(t, 3)
 	const topic = "replicated"
-	testutil.WaitFor(t, "the topic created", 30*time.Second, func() bool {
-		code, _ := nodes[1].do("POST", "/topic/create?replicas=3&topic="+topic, "")
-		return code == 200
-	})
-	testutil.WaitFor(t, "the channel created", 30*time.Second, func() bool {
-		code, _ := nodes[2].do("POST", "/channel/create?topic="+topic+"&channel=c", "")
-		return code == 200
-	})
-	waitKnown(t, nodes, topic)
+	createReplicated(t, nodes, nodes[1], nodes[2], topic, "c")
 	leader := leaderOf(t, nodes)
 	var follower *testDaemon
 	for _, d := range nodes {
@@ -245,15 +253,7 @@ func TestReplicationSnapshotCatchUp(t *testing.T) {
 		o.clusterSnapshotInterval = 50 * time.Millisecond
 	})
 	const topic = "snapshotted"
-	testutil.WaitFor(t, "the topic created", 30*time.Second, func() bool {
-		code, _ := nodes[0].do("POST", "/topic/create?replicas=3&topic="+topic, "")
-		return code == 200
-	})
-	testutil.WaitFor(t, "the channel created", 30*time.Second, func() bool {
-		code, _ := nodes[0].do("POST", "/channel/create?topic="+topic+"&channel=c", "")
-		return code == 200
-	})
-	waitKnown(t, nodes, topic)
+	createReplicated(t, nodes, nodes[0], nodes[0], topic, "c")
 	leader := leaderOf(t, nodes)
 	var away, other *testDaemon
 	for _, d := range nodes {

@@ -19,16 +19,14 @@ func BenchmarkClusterFailover(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		l := newLedger()
 		consumer := c.consume(topic, "c", l)
-		stop := make(chan struct{})
-		wait := c.publish(topic, l, stop)
+		stopPublishing := c.publish(topic, l)
 		l.waitAcked(b, 200)
 		leader := c.leader(topic)
 		killedAt := time.Now()
 		c.kill(leader)
 		next := c.leader(topic)
 		took = append(took, l.waitFirstFrom(b, c.nodes[next].tcp).Sub(killedAt))
-		close(stop)
-		wait()
+		stopPublishing()
 		consumer.Stop()
 		<-consumer.StopChan
 		c.restart(leader)

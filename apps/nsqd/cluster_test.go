@@ -336,11 +336,13 @@ func (c *testCluster) consume(topic, channel string, h nsq.Handler) *nsq.Consume
 	return consumer
 }
 
-// publishers publish numbered messages to every node until stop is
-// closed, recording each acknowledged one in l. After a failed publish a
-// publisher starts a new go-nsq Producer: v1.1.0's reconnect within one
-// Producer races on its connection field (the race detector catches it).
-func (c *testCluster) publish(topic string, l *ledger, stop <-chan struct{}) (wait func()) {
+// publish starts a publisher on every node, each publishing numbered
+// messages and recording each acknowledged one in l, and returns what
+// stops them and waits for them. After a failed publish a publisher starts
+// a new go-nsq Producer: v1.1.0's reconnect within one Producer races on
+// its connection field (the race detector catches it).
+func (c *testCluster) publish(topic string, l *ledger) (stop func()) {
+	done := make(chan struct{})
 	var wg sync.WaitGroup
 	for i, nd := range c.nodes {
 		wg.Add(1)
@@ -354,7 +356,7 @@ func (c *testCluster) publish(topic string, l *ledger, stop <-chan struct{}) (wa
 			}()
 			for seq := 0; ; seq++ {
 				select {
-				case <-stop:
+				case <-done:
 					return
 				default:
 				}
@@ -377,7 +379,10 @@ func (c *testCluster) publish(topic string, l *ledger, stop <-chan struct{}) (wa
 			}
 		}()
 	}
-	return wg.Wait
+	return func() {
+		close(done)
+		wg.Wait()
+	}
 }
 
 // waitAcked waits until n more messages than before are acknowledged.
@@ -406,8 +411,7 @@ func TestClusterLeaderKilled(t *testing.T) {
 	c.createTopic(1, topic, "audit")
 	l := newLedger()
 	c.consume(topic, "audit", l)
-	stop := make(chan struct{})
-	wait := c.publish(topic, l, stop)
+	stopPublishing := c.publish(topic, l)
 	l.waitAcked(t, 300)
 
 	leader := c.leader(topic)
@@ -417,8 +421,7 @@ func TestClusterLeaderKilled(t *testing.T) {
 	newLeader := c.leader(topic)
 	first := l.waitFirstFrom(t, c.nodes[newLeader].tcp)
 	t.Logf("node %d led; after SIGKILL node %d leads and delivered %v after the kill", leader, newLeader, first.Sub(killedAt).Round(time.Millisecond))
-	close(stop)
-	wait()
+	stopPublishing()
 	l.waitConsumed(t)
 }
 
@@ -430,11 +433,9 @@ func TestClusterMajorityLost(t *testing.T) {
 	const topic = "ledger"
 	c.createTopic(0, topic, "c")
 	l := newLedger()
-	stop := make(chan struct{})
-	wait := c.publish(topic, l, stop)
+	stopPublishing := c.publish(topic, l)
 	l.waitAcked(t, 200)
-	close(stop)
-	wait()
+	stopPublishing()
 
 	leader := c.leader(topic)
 	others := []int{}
@@ -465,8 +466,7 @@ func TestClusterFollowerRestarted(t *testing.T) {
 	const topic = "events"
 	c.createTopic(2, topic, "c")
 	l := newLedger()
-	stop := make(chan struct{})
-	wait := c.publish(topic, l, stop)
+	stopPublishing := c.publish(topic, l)
 	l.waitAcked(t, 200)
 	leader := c.leader(topic)
 	follower := (leader + 1) % len(c.nodes)
@@ -474,8 +474,7 @@ func TestClusterFollowerRestarted(t *testing.T) {
 	l.waitAcked(t, 200)
 	c.restart(follower)
 	l.waitAcked(t, 200)
-	close(stop)
-	wait()
+	stopPublishing()
 
 	// Fail over until the restarted node leads: each step kills the leader
 	// (the other two stay a majority) and brings it back.
@@ -618,8 +617,7 @@ func TestClusterPartitionedLeader(t *testing.T) {
 	c.createTopic(0, topic, "c")
 	l := newLedger()
 	c.consume(topic, "c", l)
-	stop := make(chan struct{})
-	wait := c.publish(topic, l, stop)
+	stopPublishing := c.publish(topic, l)
 	l.waitAcked(t, 200)
 
 	old := c.leader(topic)
@@ -643,8 +641,7 @@ func TestClusterPartitionedLeader(t *testing.T) {
 	l.waitAcked(t, 200) // through the majority
 	lab.rejoin(old)
 	l.waitAcked(t, 100)
-	close(stop)
-	wait()
+	stopPublishing()
 	l.waitConsumed(t)
 }
 
@@ -674,8 +671,7 @@ func TestClusterRandomFaults(t *testing.T) {
 	c.createTopic(0, topic, "c")
 	l := newLedger()
 	c.consume(topic, "c", l)
-	stop := make(chan struct{})
-	wait := c.publish(topic, l, stop)
+	stopPublishing := c.publish(topic, l)
 
 	isolated := -1
 	for end := time.Now().Add(run); time.Now().Before(end); {
@@ -707,7 +703,6 @@ func TestClusterRandomFaults(t *testing.T) {
 		}
 	}
 	l.waitAcked(t, 100) // the healed cluster takes publishes again
-	close(stop)
-	wait()
+	stopPublishing()
 	l.waitConsumed(t)
 }

@@ -50,9 +50,14 @@ type fsm struct {
 	// with the log and never takes one for an ordinary topic.
 	namesFile string
 
+	// hostMu orders everything that touches the local queues (mirroring
+	// an entry, loading or dropping them on a change of leader) and is
+	// held across that I/O; mu guards st only and is never held across
+	// I/O, so stats never wait for a disk. Lock order: hostMu, then mu.
+	hostMu sync.Mutex
+	active atomic.Bool // leading, and the local queues mirror st; written with hostMu
 	mu     sync.Mutex
 	st     *state
-	active bool // leading, and the local queues mirror st
 
 	replicated atomic.Pointer[map[string]int] // topic → replicas; read per publish
 	held       atomic.Int64                   // st.bytes, read per publish
@@ -88,15 +93,21 @@ func (f *fsm) Apply(l *raft.Log) any {
 		f.log.Error("replication: skipping undecodable log entry", "index", l.Index, "err", err)
 		return err
 	}
+	f.hostMu.Lock()
+	defer f.hostMu.Unlock()
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	f.st.apply(l.Index, e)
 	if e.op == opCreateTopic || e.op == opDeleteTopic {
 		f.publishTopicsLocked()
 	}
 	f.held.Store(f.st.bytes)
-	if f.active {
-		if err := f.mirrorLocked(l.Index, e); err != nil {
+	var mirror func() error
+	if f.active.Load() {
+		mirror = f.mirrorLocked(l.Index, e)
+	}
+	f.mu.Unlock()
+	if mirror != nil {
+		if err := mirror(); err != nil {
 			f.log.Error("replication: local queue did not take a committed entry; it is delivered after the next leader change",
 				"topic", e.topic, "channel", e.channel, "index", l.Index, "err", err)
 		}
@@ -104,21 +115,23 @@ func (f *fsm) Apply(l *raft.Log) any {
 	return nil
 }
 
-func (f *fsm) mirrorLocked(index uint64, e *entry) error {
+// mirrorLocked reads what the local queues need of e from the state and
+// returns the call that gives it to them, to be made without mu.
+func (f *fsm) mirrorLocked(index uint64, e *entry) func() error {
 	switch e.op {
 	case opCreateTopic:
 		v, _ := f.st.view(e.topic, true)
-		return f.host.Adopt(v)
+		return func() error { return f.host.Adopt(v) }
 	case opDeleteTopic:
-		return f.host.Drop(e.topic)
+		return func() error { return f.host.Drop(e.topic) }
 	case opCreateChannel:
-		return f.host.CreateChannel(e.topic, e.channel)
+		return func() error { return f.host.CreateChannel(e.topic, e.channel) }
 	case opDeleteChannel:
-		return f.host.DeleteChannel(e.topic, e.channel)
+		return func() error { return f.host.DeleteChannel(e.topic, e.channel) }
 	case opPause:
-		return f.host.Pause(e.topic, e.channel, e.paused)
+		return func() error { return f.host.Pause(e.topic, e.channel, e.paused) }
 	case opPolicy:
-		return f.host.Policy(e.topic, e.channel, e.policy)
+		return func() error { return f.host.Policy(e.topic, e.channel, e.policy) }
 	case opPublish:
 		if f.st.topics[e.topic] == nil {
 			return nil
@@ -131,7 +144,7 @@ func (f *fsm) mirrorLocked(index uint64, e *entry) error {
 		for i, b := range e.bodies {
 			msgs[i] = Message{ID: wireID(seqOf(index, i)), Body: b, Timestamp: e.ts, Due: due}
 		}
-		return f.host.Deliver(e.topic, msgs)
+		return func() error { return f.host.Deliver(e.topic, msgs) }
 	}
 	return nil
 }
@@ -157,41 +170,46 @@ func (f *fsm) replicas(topic string) int { return (*f.replicated.Load())[topic] 
 // activate loads every replicated topic into the local queues; from then
 // on committed entries are mirrored there.
 func (f *fsm) activate() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.active {
+	f.hostMu.Lock()
+	defer f.hostMu.Unlock()
+	if f.active.Load() {
 		return
 	}
+	f.mu.Lock()
+	views := make([]TopicView, 0, len(f.st.topics))
 	for _, name := range f.st.topicNames() {
 		v, _ := f.st.view(name, true)
+		views = append(views, v)
+	}
+	f.mu.Unlock()
+	for _, v := range views {
 		if err := f.host.Adopt(v); err != nil {
-			f.log.Error("replication: loading topic as leader", "topic", name, "err", err)
+			f.log.Error("replication: loading topic as leader", "topic", v.Name, "err", err)
 		}
 	}
-	f.active = true
+	f.active.Store(true)
 }
 
 // deactivate drops the local copies: a node that does not lead serves no
 // consumer of a replicated topic.
 func (f *fsm) deactivate() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if !f.active {
+	f.hostMu.Lock()
+	defer f.hostMu.Unlock()
+	if !f.active.Load() {
 		return
 	}
-	f.active = false
-	for _, name := range f.st.topicNames() {
+	f.active.Store(false)
+	f.mu.Lock()
+	names := f.st.topicNames()
+	f.mu.Unlock()
+	for _, name := range names {
 		if err := f.host.Drop(name); err != nil {
 			f.log.Error("replication: dropping local copy", "topic", name, "err", err)
 		}
 	}
 }
 
-func (f *fsm) isActive() bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.active
-}
+func (f *fsm) isActive() bool { return f.active.Load() }
 
 func (f *fsm) view(topic string) (TopicView, bool) {
 	f.mu.Lock()
@@ -348,7 +366,7 @@ func (f *fsm) Restore(r io.ReadCloser) error {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.active {
+	if f.active.Load() {
 		return fmt.Errorf("restoring a snapshot while leading")
 	}
 	f.st = st

@@ -193,6 +193,9 @@ func (s *Subscription) Touch(id MessageID) error {
 	s.flight.remove(m)
 	m.Due = deadline
 	s.flight.insert(m)
+	if r := ch.repl.Load(); r != nil {
+		r.Touched(ch.topicName, ch.name, id, time.Now().Add(time.Duration(deadline-ch.cfg.now())).UnixNano())
+	}
 	return nil
 }
 

@@ -413,12 +413,15 @@ func (s *httpServer) topicDelete(_ http.ResponseWriter, r *http.Request, _ httpr
 }
 
 func (s *httpServer) topicEmpty(_ http.ResponseWriter, r *http.Request, _ httprouter.Params) (any, error) {
+	topic := r.URL.Query().Get("topic")
+	if handled, err := s.replicatedAdmin(r, topic, func(rep *replication.Node) error {
+		return rep.Empty(r.Context(), topic, "")
+	}); handled {
+		return nil, err
+	}
 	t, err := s.existingTopic(r, true)
 	if err != nil {
 		return nil, err
-	}
-	if s.n.isReplicated(t.name) {
-		return nil, apiErr(http.StatusBadRequest, "NOT_SUPPORTED_FOR_REPLICATED_TOPIC")
 	}
 	if err := t.Empty(); err != nil {
 		return nil, apiErr(http.StatusInternalServerError, "INTERNAL_ERROR")
@@ -548,12 +551,19 @@ func (s *httpServer) channelDelete(_ http.ResponseWriter, r *http.Request, _ htt
 }
 
 func (s *httpServer) channelEmpty(_ http.ResponseWriter, r *http.Request, _ httprouter.Params) (any, error) {
-	t, ch, err := s.existingChannel(r)
+	if topic, channel, err := s.channelArgs(r); err == nil {
+		if handled, err := s.replicatedAdmin(r, topic, func(rep *replication.Node) error {
+			if !rep.HasChannel(topic, channel) {
+				return errChannelNotFound
+			}
+			return rep.Empty(r.Context(), topic, channel)
+		}); handled {
+			return nil, err
+		}
+	}
+	_, ch, err := s.existingChannel(r)
 	if err != nil {
 		return nil, err
-	}
-	if s.n.isReplicated(t.name) {
-		return nil, apiErr(http.StatusBadRequest, "NOT_SUPPORTED_FOR_REPLICATED_TOPIC")
 	}
 	if err := ch.Empty(); err != nil {
 		return nil, apiErr(http.StatusInternalServerError, "INTERNAL_ERROR")

@@ -24,13 +24,13 @@ func (s *httpServer) replicatedCall(r *http.Request, do func() error) error {
 }
 
 // replicationErr is 503 for what a client should retry (no majority, no
-// leader, memory full), as NSQ answers 503 for a node that is exiting.
+// leader), as NSQ answers 503 for a node that is exiting.
 func replicationErr(err error) error {
 	switch {
 	case errors.Is(err, replication.ErrNotCommitted), errors.Is(err, replication.ErrNoLeader):
 		return apiErr(http.StatusServiceUnavailable, "NOT_COMMITTED: "+err.Error())
-	case errors.Is(err, replication.ErrFull):
-		return apiErr(http.StatusServiceUnavailable, "MEMORY_LIMIT_EXCEEDED: "+err.Error())
+	case errors.Is(err, errChannelNotFound):
+		return apiErr(http.StatusNotFound, "CHANNEL_NOT_FOUND")
 	case errors.Is(err, errDraining):
 		return apiErr(http.StatusServiceUnavailable, "DRAINING")
 	}

@@ -67,7 +67,4 @@ const (
 	// the replicated log before it serves clients; without a majority it
 	// serves its ordinary topics after this and fails replicated publishes.
 	catchUpTimeout = 5 * time.Second
-	// adoptBatch is how many messages a new leader queues per channel put
-	// when it loads a replicated topic.
-	adoptBatch = 1024
 )

@@ -41,16 +41,15 @@ func (n *NSQD) startReplication() error {
 		clusterTLS = &tls.Config{Certificates: n.tlsConfig.Certificates, RootCAs: pool, ClientCAs: pool, MinVersion: n.opts.TLSMinVersion}
 	}
 	r, err := replication.Start(replication.Config{
-		TLS:          clusterTLS,
-		Address:      n.opts.ClusterAddress,
-		Peers:        n.opts.ClusterPeers,
-		DataDir:      filepath.Join(n.opts.DataPath, "cluster"),
-		Self:         self,
-		Host:         clusterHost{n},
-		Log:          n.log,
-		MaxHeldBytes: n.guard.budget.Load().maxQueueBytes,
-		SyncEvery:    n.opts.SyncEvery,
-		SyncTimeout:  n.opts.SyncTimeout,
+		TLS:         clusterTLS,
+		Address:     n.opts.ClusterAddress,
+		Peers:       n.opts.ClusterPeers,
+		DataDir:     filepath.Join(n.opts.DataPath, "cluster"),
+		Self:        self,
+		Host:        clusterHost{n},
+		Log:         n.log,
+		SyncEvery:   n.opts.SyncEvery,
+		SyncTimeout: n.opts.SyncTimeout,
 		// tests make snapshots frequent; zero takes Raft's defaults
 		SnapshotEntries:  n.opts.clusterSnapshotEntries,
 		SnapshotInterval: n.opts.clusterSnapshotInterval,
@@ -150,19 +149,15 @@ func (h clusterHost) Adopt(v replication.TopicView) error {
 				return fmt.Errorf("channel %s policy: %w", cv.Name, err)
 			}
 		}
-		for msgs := cv.Messages; len(msgs) > 0; {
-			k := min(len(msgs), adoptBatch)
-			if err := ch.put(localMessages(msgs[:k])); err != nil {
-				return fmt.Errorf("loading channel %s: %w", cv.Name, err)
-			}
-			msgs = msgs[k:]
+		if err := cv.Messages(func(msgs []replication.Message) error { return ch.put(localMessages(msgs)) }); err != nil {
+			return fmt.Errorf("loading channel %s: %w", cv.Name, err)
 		}
 	}
 	if v.Paused {
 		t.Pause()
 	}
-	if len(v.Backlog) > 0 {
-		return t.Put(localMessages(v.Backlog))
+	if err := v.Backlog(func(msgs []replication.Message) error { return t.Put(localMessages(msgs)) }); err != nil {
+		return fmt.Errorf("loading the topic's backlog: %w", err)
 	}
 	return nil
 }
@@ -209,6 +204,20 @@ func (h clusterHost) Deliver(topic string, msgs []replication.Message) error {
 		return errTopicNotFound
 	}
 	return t.Put(localMessages(msgs))
+}
+
+func (h clusterHost) Empty(topic, channel string) error {
+	t, ok := h.n.GetExistingTopic(topic)
+	if !ok {
+		return nil
+	}
+	if channel == "" {
+		return t.Empty()
+	}
+	if ch, ok := t.GetExistingChannel(channel); ok {
+		return ch.Empty()
+	}
+	return nil
 }
 
 func (h clusterHost) CreateChannel(topic, channel string) error {

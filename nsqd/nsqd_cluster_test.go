@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	nsq "github.com/nsqio/go-nsq"
+
 	"github.com/nsqgo/nsq/internal/testutil"
 )
 
@@ -242,11 +244,13 @@ func TestReplicationOverTLS(t *testing.T) {
 	}
 }
 
-// TestReplicationSnapshotCatchUp: with snapshots every few entries and the
-// log compacted behind them, a follower that was down while 200 messages
-// were published comes back through a snapshot install (and the log after
-// it) with every unfinished message, and the cluster serves them all after
-// the leader goes.
+// TestReplicationSnapshotCatchUp: with snapshots every few entries, a
+// follower that was down while 200 messages were published and the first
+// 100 consumed comes back through a snapshot install (the log before it is
+// compacted: what was finished is gone), holds the other 100 with their
+// bodies (in a spill file), and serves them once it leads. The log keeps
+// every entry whose messages are unfinished, so until the FINs the leader
+// could read them back from it.
 func TestReplicationSnapshotCatchUp(t *testing.T) {
 	nodes := startTestCluster(t, 3, func(o *Options) {
 		o.clusterSnapshotEntries = 8
@@ -270,13 +274,30 @@ func TestReplicationSnapshotCatchUp(t *testing.T) {
 	away.stop()
 
 	const n = 200
-	for i := 0; i < n; i++ {
-		other.mustDo("POST", "/pub?topic="+topic, fmt.Sprintf("m%d", i), 200)
+	for i := 0; i < n/2; i++ {
+		other.mustDo("POST", "/pub?topic="+topic, fmt.Sprintf("m%03d", i), 200)
+	}
+	first := newSink()
+	cfg := nsqConfig()
+	cfg.MaxInFlight = 100
+	consumer := newConsumer(t, leader.tcp, topic, "c", cfg, first)
+	testutil.WaitFor(t, "the first half finished on both nodes", 30*time.Second, func() bool {
+		for _, d := range []*testDaemon{leader, other} {
+			if v, ok := d.repl.Topic(topic); !ok || v.Channels[0].Depth != 0 {
+				return false
+			}
+		}
+		return true
+	})
+	consumer.Stop()
+	<-consumer.StopChan
+	finished := leader.repl.Status(topic).Committed
+	for i := n / 2; i < n; i++ {
+		other.mustDo("POST", "/pub?topic="+topic, fmt.Sprintf("m%03d", i), 200)
 	}
 	snaps := filepath.Join(leader.opts.DataPath, "cluster", "snapshots")
-	testutil.WaitFor(t, "a snapshot on the leader", 30*time.Second, func() bool {
-		entries, _ := os.ReadDir(snaps)
-		return len(entries) > 0
+	testutil.WaitFor(t, "a snapshot on the leader after the FINs", 30*time.Second, func() bool {
+		return latestSnapshotIndex(snaps) > finished
 	})
 
 	back, err := New(&opts)
@@ -288,16 +309,130 @@ func TestReplicationSnapshotCatchUp(t *testing.T) {
 	}
 	returned := &testDaemon{NSQD: back, t: t, tcp: back.TCPAddr().String(), http: back.HTTPAddr().String()}
 	t.Cleanup(returned.stop)
-	testutil.WaitFor(t, "the returned node holds every message", 30*time.Second, func() bool {
+	testutil.WaitFor(t, "the returned node holds the unfinished half", 30*time.Second, func() bool {
 		v, ok := returned.repl.Topic(topic)
-		return ok && len(v.Channels) == 1 && v.Channels[0].Depth == n
+		return ok && len(v.Channels) == 1 && v.Channels[0].Depth == n/2
 	})
+	if spills, _ := filepath.Glob(filepath.Join(opts.DataPath, "cluster", "spill-*")); len(spills) != 1 {
+		t.Fatalf("the returned node has %d spill files; it should have caught up through a snapshot install", len(spills))
+	}
 
-	leader.stop()
-	next := leaderOf(t, []*testDaemon{returned, other})
+	if err := leader.repl.TransferLeadership(opts.ClusterAddress); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, "the returned node leads", 30*time.Second, returned.repl.Leading)
 	s := newSink()
+	newConsumer(t, returned.tcp, topic, "c", cfg, s)
+	testutil.WaitFor(t, "the unfinished half consumed from the returned node", 30*time.Second, func() bool { return s.distinct() == n/2 })
+	for _, b := range s.bodiesSeen() {
+		if b < fmt.Sprintf("m%03d", n/2) {
+			t.Fatalf("the new leader delivered %s, which was finished", b)
+		}
+	}
+}
+
+// TestReplicatedTouchAndEmpty: a TOUCH is replicated, so after a change of
+// leader the touched message waits for the deadline the TOUCH set (a
+// message nobody touched is delivered at once); /channel/empty and
+// /topic/empty on a follower empty the replicated channel and backlog on
+// every node.
+func TestReplicatedTouchAndEmpty(t *testing.T) {
+	nodes := startTestCluster(t, 3)
+	const topic = "touched"
+	createReplicated(t, nodes, nodes[0], nodes[1], topic, "c")
+	leader := leaderOf(t, nodes)
+	leader.mustDo("POST", "/pub?topic="+topic, "held", 200)
+	leader.mustDo("POST", "/pub?topic="+topic, "done", 200)
+
+	const msgTimeout = 5 * time.Second
+	var touchedAt time.Time
+	var held *nsq.Message
+	touched := make(chan struct{})
 	cfg := nsqConfig()
-	cfg.MaxInFlight = 100
-	newConsumer(t, next.tcp, topic, "c", cfg, s)
-	testutil.WaitFor(t, "every message consumed from the new leader", 30*time.Second, func() bool { return s.distinct() == n })
+	cfg.MaxInFlight = 2
+	cfg.MsgTimeout = msgTimeout
+	consumer := newConsumer(t, leader.tcp, topic, "c", cfg, nsq.HandlerFunc(func(m *nsq.Message) error {
+		if string(m.Body) == "held" {
+			m.DisableAutoResponse()
+			touchedAt, held = time.Now(), m
+			m.Touch()
+			close(touched)
+		}
+		return nil
+	}))
+	<-touched
+	// The TOUCH went before the FIN of "done" on the same connection, and
+	// a TOUCH is committed no later than a FIN taken with it.
+	testutil.WaitFor(t, "the FIN of done applied everywhere", 30*time.Second, func() bool {
+		for _, d := range nodes {
+			if v, ok := d.repl.Topic(topic); !ok || v.Channels[0].Depth != 1 {
+				return false
+			}
+		}
+		return true
+	})
+	if err := leader.repl.TransferLeadership(""); err != nil {
+		t.Fatal(err)
+	}
+	// Only settles go-nsq's in-flight count, which its Stop waits for: the
+	// old leader no longer serves the topic, and replicates no FIN.
+	held.Finish()
+	consumer.Stop()
+	<-consumer.StopChan
+	next := leaderOf(t, nodes)
+	if next == leader {
+		t.Fatal("leadership did not move")
+	}
+	testutil.WaitFor(t, "a publish to the new leader", 30*time.Second, func() bool {
+		code, _ := next.do("POST", "/pub?topic="+topic, "fresh")
+		return code == 200
+	})
+	s := newSink()
+	newConsumer(t, next.tcp, topic, "c", nsqConfig(), s)
+	testutil.WaitFor(t, "the touched message delivered by the new leader", 30*time.Second, func() bool { return s.has([]string{"held", "fresh"}) })
+	if at := s.firstSeen("held"); at.Sub(touchedAt) < msgTimeout {
+		t.Fatalf("the touched message came back %v after its TOUCH; its deadline was %v after", at.Sub(touchedAt), msgTimeout)
+	}
+	if !s.firstSeen("fresh").Before(s.firstSeen("held")) {
+		t.Fatal("the untouched message waited for the touched one's deadline")
+	}
+
+	// Empty, through a follower.
+	var follower *testDaemon
+	for _, d := range nodes {
+		if d != next {
+			follower = d
+			break
+		}
+	}
+	next.mustDo("POST", "/channel/pause?topic="+topic+"&channel=c", "", 200)
+	for i := 0; i < 3; i++ {
+		follower.mustDo("POST", "/pub?topic="+topic, "to empty", 200)
+	}
+	follower.mustDo("POST", "/channel/empty?topic="+topic+"&channel=nope", "", 404)
+	follower.mustDo("POST", "/channel/empty?topic="+topic+"&channel=c", "", 200)
+	testutil.WaitFor(t, "the channel empty on every node", 30*time.Second, func() bool {
+		for _, d := range nodes {
+			if v, ok := d.repl.Topic(topic); !ok || v.Channels[0].Depth != 0 {
+				return false
+			}
+		}
+		cs, ok := next.channelStats(topic, "c")
+		return ok && cs.Depth == 0
+	})
+	follower.mustDo("POST", "/topic/empty?topic="+topic, "", 200)
+}
+
+// latestSnapshotIndex is the highest raft index of the snapshots in dir
+// (hashicorp/raft names them term-index-time).
+func latestSnapshotIndex(dir string) uint64 {
+	entries, _ := os.ReadDir(dir)
+	var latest uint64
+	for _, e := range entries {
+		var term, index, ms uint64
+		if _, err := fmt.Sscanf(e.Name(), "%d-%d-%d", &term, &index, &ms); err == nil && index > latest {
+			latest = index
+		}
+	}
+	return latest
 }

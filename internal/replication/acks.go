@@ -1,14 +1,17 @@
 package replication
 
 import (
+	"cmp"
 	"context"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
 )
 
-// ackFlushInterval is how long a FIN or REQ may wait to be committed with
+// ackFlushInterval is how long a FIN, REQ or TOUCH may wait to be committed with
 // others. FIN has no reply in the protocol, so the wait is invisible to
 // consumers; it only widens the window of redelivery after a failover.
 const ackFlushInterval = 20 * time.Millisecond
@@ -22,7 +25,8 @@ type ackKey struct {
 	channel string
 }
 
-// ackBatcher gathers FINs and REQs into one log entry per channel.
+// ackBatcher gathers FINs, REQs and TOUCHes into one log entry per
+// channel and kind.
 type ackBatcher struct {
 	n       *Node
 	mu      sync.Mutex
@@ -90,9 +94,13 @@ func (b *ackBatcher) flush() {
 	if p == nil {
 		return
 	}
+	// REQs and TOUCHes go into the log before FINs: once a FIN taken with
+	// them is applied anywhere, so are they (a message REQ'd or TOUCHed
+	// and then FIN'd ends FIN'd either way).
+	keys := slices.SortedFunc(maps.Keys(p), func(a, b ackKey) int { return cmp.Compare(ackOrder(a.op), ackOrder(b.op)) })
 	futures := make([]raft.ApplyFuture, 0, len(p))
-	for k, acks := range p {
-		e := &entry{op: k.op, topic: k.topic, channel: k.channel, acks: acks}
+	for _, k := range keys {
+		e := &entry{op: k.op, topic: k.topic, channel: k.channel, acks: p[k]}
 		futures = append(futures, b.n.raft.Apply(e.encode(), b.n.cfg.Timeout))
 	}
 	for _, f := range futures {
@@ -100,4 +108,11 @@ func (b *ackBatcher) flush() {
 			b.n.cfg.Log.Debug("replication: acks not committed; those messages are redelivered after a failover", "err", err)
 		}
 	}
+}
+
+func ackOrder(o op) int {
+	if o == opFinish {
+		return 1
+	}
+	return 0
 }

@@ -20,10 +20,12 @@ const (
 	opRequeue
 	opNode   // where a node's daemon is reached (a leader says so on election)
 	opPolicy // a queue policy patch of a topic (channel empty) or a channel
+	opTouch  // in-flight deadlines moved by TOUCH
+	opEmpty  // a topic's backlog (channel empty) or a channel emptied
 )
 
-// ack names one message of a channel in a FIN or REQ batch; due is a
-// REQ's new due time (unix ns).
+// ack names one message of a channel in a FIN, REQ or TOUCH batch; due is
+// a REQ's new due time or a TOUCH's new deadline (unix ns).
 type ack struct {
 	seq uint64
 	due int64
@@ -73,11 +75,11 @@ func (e *entry) encode() []byte {
 		for _, body := range e.bodies {
 			b = appendString(b, string(body))
 		}
-	case opFinish, opRequeue:
+	case opFinish, opRequeue, opTouch:
 		b = binary.AppendUvarint(b, uint64(len(e.acks)))
 		for _, a := range e.acks {
 			b = binary.AppendUvarint(b, a.seq)
-			if e.op == opRequeue {
+			if e.op != opFinish {
 				b = binary.AppendVarint(b, a.due)
 			}
 		}
@@ -175,7 +177,7 @@ func decodeEntry(data []byte) (*entry, error) {
 	switch e.op {
 	case opCreateTopic:
 		e.replicas = int(d.uvarint())
-	case opDeleteTopic, opCreateChannel, opDeleteChannel:
+	case opDeleteTopic, opCreateChannel, opDeleteChannel, opEmpty:
 	case opPause:
 		e.paused = d.byte() == 1
 	case opPublish:
@@ -189,7 +191,7 @@ func decodeEntry(data []byte) (*entry, error) {
 		for i := range e.bodies {
 			e.bodies[i] = d.bytes()
 		}
-	case opFinish, opRequeue:
+	case opFinish, opRequeue, opTouch:
 		n := d.uvarint()
 		if n > uint64(len(d.b)) {
 			return nil, fmt.Errorf("ack entry of %d messages", n)
@@ -197,7 +199,7 @@ func decodeEntry(data []byte) (*entry, error) {
 		e.acks = make([]ack, n)
 		for i := range e.acks {
 			e.acks[i].seq = d.uvarint()
-			if e.op == opRequeue {
+			if e.op != opFinish {
 				e.acks[i].due = d.varint()
 			}
 		}

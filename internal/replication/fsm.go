@@ -1,15 +1,13 @@
 package replication
 
 import (
-	"encoding/gob"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"log/slog"
-	"maps"
 	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 
@@ -30,6 +28,8 @@ type Host interface {
 	Drop(topic string) error
 	// Deliver queues newly committed messages on the local topic.
 	Deliver(topic string, msgs []Message) error
+	// Empty empties a topic's queue (channel "") or a channel.
+	Empty(topic, channel string) error
 	CreateChannel(topic, channel string) error
 	DeleteChannel(topic, channel string) error
 	// Pause pauses or unpauses a topic (channel "") or a channel.
@@ -49,6 +49,8 @@ type fsm struct {
 	// across restarts, so that a node knows them before it has caught up
 	// with the log and never takes one for an ordinary topic.
 	namesFile string
+	dir       string // for spill files
+	bodies    bodyReader
 
 	// hostMu orders everything that touches the local queues (mirroring
 	// an entry, loading or dropping them on a change of leader) and is
@@ -58,13 +60,21 @@ type fsm struct {
 	active atomic.Bool // leading, and the local queues mirror st; written with hostMu
 	mu     sync.Mutex
 	st     *state
+	// pins is the oldest log entry each snapshot being persisted reads
+	// bodies from.
+	pins map[*snapshot]uint64
 
 	replicated atomic.Pointer[map[string]int] // topic → replicas; read per publish
-	held       atomic.Int64                   // st.bytes, read per publish
 }
 
-func newFSM(host Host, log *slog.Logger, namesFile string) (*fsm, error) {
-	f := &fsm{host: host, log: log, st: newState(), namesFile: namesFile}
+// newFSM makes the state machine of a node whose data directory is dir;
+// logs is where it reads bodies back from.
+func newFSM(host Host, log *slog.Logger, dir string, logs raft.LogStore) (*fsm, error) {
+	if err := removeStaleSpills(dir); err != nil {
+		return nil, err
+	}
+	namesFile := filepath.Join(dir, "topics.json")
+	f := &fsm{host: host, log: log, st: newState(), namesFile: namesFile, dir: dir, bodies: bodyReader{logs}, pins: make(map[*snapshot]uint64)}
 	names := map[string]int{}
 	b, err := os.ReadFile(namesFile)
 	switch {
@@ -100,12 +110,14 @@ func (f *fsm) Apply(l *raft.Log) any {
 	if e.op == opCreateTopic || e.op == opDeleteTopic {
 		f.publishTopicsLocked()
 	}
-	f.held.Store(f.st.bytes)
 	var mirror func() error
 	if f.active.Load() {
 		mirror = f.mirrorLocked(l.Index, e)
 	}
+	unused := f.st.unused
+	f.st.unused = nil
 	f.mu.Unlock()
+	f.removeSpills(unused)
 	if mirror != nil {
 		if err := mirror(); err != nil {
 			f.log.Error("replication: local queue did not take a committed entry; it is delivered after the next leader change",
@@ -120,7 +132,7 @@ func (f *fsm) Apply(l *raft.Log) any {
 func (f *fsm) mirrorLocked(index uint64, e *entry) func() error {
 	switch e.op {
 	case opCreateTopic:
-		v, _ := f.st.view(e.topic, true)
+		v, _ := f.st.view(e.topic, f.messages)
 		return func() error { return f.host.Adopt(v) }
 	case opDeleteTopic:
 		return func() error { return f.host.Drop(e.topic) }
@@ -132,6 +144,8 @@ func (f *fsm) mirrorLocked(index uint64, e *entry) func() error {
 		return func() error { return f.host.Pause(e.topic, e.channel, e.paused) }
 	case opPolicy:
 		return func() error { return f.host.Policy(e.topic, e.channel, e.policy) }
+	case opEmpty:
+		return func() error { return f.host.Empty(e.topic, e.channel) }
 	case opPublish:
 		if f.st.topics[e.topic] == nil {
 			return nil
@@ -178,7 +192,7 @@ func (f *fsm) activate() {
 	f.mu.Lock()
 	views := make([]TopicView, 0, len(f.st.topics))
 	for _, name := range f.st.topicNames() {
-		v, _ := f.st.view(name, true)
+		v, _ := f.st.view(name, f.messages)
 		views = append(views, v)
 	}
 	f.mu.Unlock()
@@ -214,7 +228,7 @@ func (f *fsm) isActive() bool { return f.active.Load() }
 func (f *fsm) view(topic string) (TopicView, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.st.view(topic, false)
+	return f.st.view(topic, nil)
 }
 
 func (f *fsm) views() []TopicView {
@@ -222,7 +236,7 @@ func (f *fsm) views() []TopicView {
 	defer f.mu.Unlock()
 	out := make([]TopicView, 0, len(f.st.topics))
 	for _, name := range f.st.topicNames() {
-		v, _ := f.st.view(name, false)
+		v, _ := f.st.view(name, nil)
 		out = append(out, v)
 	}
 	return out
@@ -235,8 +249,6 @@ func (f *fsm) node(addr string) (NodeInfo, bool) {
 	return n, ok
 }
 
-func (f *fsm) heldBytes() int64 { return f.held.Load() }
-
 func (f *fsm) hasChannel(topic, channel string) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -244,133 +256,62 @@ func (f *fsm) hasChannel(topic, channel string) bool {
 	return t != nil && t.channels[channel] != nil
 }
 
-// The snapshot is the whole state: each unfinished message once per topic
-// with the channels that still hold it.
-type snapState struct {
-	Topics []snapTopic
-	Nodes  map[string]NodeInfo
+// messages reads a holder's messages back in publication order. Call it
+// with hostMu held: Applies then wait, so the holder does not change
+// under the read (and stats, which only read it, may go on).
+func (f *fsm) messages(h *holder) Messages {
+	return func(yield func([]Message) error) error {
+		var out []Message
+		for _, index := range sortedKeys(h.batches) {
+			hb := h.batches[index]
+			bodies, err := f.bodies.bodies(hb.b)
+			if err != nil {
+				return err
+			}
+			for i := range hb.b.n {
+				if hb.has(i) {
+					seq := seqOf(index, i)
+					out = append(out, Message{ID: wireID(seq), Body: bodies[i], Timestamp: hb.b.ts, Due: h.due(hb.b, seq)})
+				}
+			}
+			if len(out) >= yieldBatch {
+				if err := yield(out); err != nil {
+					return err
+				}
+				out = nil
+			}
+		}
+		if len(out) > 0 {
+			return yield(out)
+		}
+		return nil
+	}
 }
 
-type snapTopic struct {
-	Name        string
-	Replicas    int
-	Paused      bool
-	Policies    [][]byte
-	Messages    []snapMessage
-	Backlog     []uint64
-	BacklogDues []int64
-	Channels    []snapChannel
-}
+// yieldBatch is about how many messages Messages hands over at a time:
+// a new leader queues them on a channel in one put.
+const yieldBatch = 1024
 
-type snapMessage struct {
-	Seq  uint64
-	Body []byte
-	TS   int64
-}
-
-type snapChannel struct {
-	Name     string
-	Paused   bool
-	Policies [][]byte
-	Seqs     []uint64
-	Dues     []int64
-}
-
-// Snapshot implements raft.FSM. Raft calls it between Applies; the state
-// is copied here (bodies are shared: they never change) so that Persist can
-// write it while Applies go on.
-func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
+// keepIndex is the oldest raft log entry whose bodies the state or a
+// snapshot being persisted still reads (0: none). The log store never
+// deletes it or anything after it.
+func (f *fsm) keepIndex() uint64 {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	s := &snapState{Nodes: maps.Clone(f.st.nodes)}
-	for _, name := range f.st.topicNames() {
-		t := f.st.topics[name]
-		st := snapTopic{Name: name, Replicas: t.replicas, Paused: t.paused, Policies: t.policies}
-		seen := make(map[uint64]bool)
-		add := func(seq uint64, h holding) {
-			if !seen[seq] {
-				seen[seq] = true
-				st.Messages = append(st.Messages, snapMessage{Seq: seq, Body: h.body, TS: h.ts})
-			}
+	keep := f.st.oldestLogIndex()
+	for _, pin := range f.pins {
+		if keep == 0 || pin < keep {
+			keep = pin
 		}
-		for seq, h := range t.backlog {
-			add(seq, h)
-			st.Backlog = append(st.Backlog, seq)
-			st.BacklogDues = append(st.BacklogDues, h.due)
-		}
-		for cname, c := range t.channels {
-			sc := snapChannel{Name: cname, Paused: c.paused, Policies: c.policies}
-			for seq, h := range c.msgs {
-				add(seq, h)
-				sc.Seqs = append(sc.Seqs, seq)
-				sc.Dues = append(sc.Dues, h.due)
-			}
-			st.Channels = append(st.Channels, sc)
-		}
-		s.Topics = append(s.Topics, st)
 	}
-	return s, nil
+	return keep
 }
 
-// Persist implements raft.FSMSnapshot.
-func (s *snapState) Persist(sink raft.SnapshotSink) error {
-	if err := gob.NewEncoder(sink).Encode(s); err != nil {
-		_ = sink.Cancel()
-		return fmt.Errorf("writing replication snapshot: %w", err)
-	}
-	return sink.Close()
-}
-
-// Release implements raft.FSMSnapshot.
-func (s *snapState) Release() {}
-
-// Restore implements raft.FSM: the state becomes the snapshot's.
-func (f *fsm) Restore(r io.ReadCloser) error {
-	defer r.Close()
-	var s snapState
-	if err := gob.NewDecoder(r).Decode(&s); err != nil {
-		return fmt.Errorf("reading replication snapshot: %w", err)
-	}
-	st := newState()
-	if s.Nodes != nil {
-		st.nodes = s.Nodes
-	}
-	for _, tp := range s.Topics {
-		t := &topicState{replicas: tp.Replicas, paused: tp.Paused, policies: tp.Policies, channels: make(map[string]*channelState), backlog: make(map[uint64]holding)}
-		msgs := make(map[uint64]snapMessage, len(tp.Messages))
-		for _, m := range tp.Messages {
-			msgs[m.Seq] = m
-			st.bytes += int64(len(m.Body))
+// removeSpills deletes spill files nothing reads any more.
+func (f *fsm) removeSpills(files []*spillFile) {
+	for _, file := range files {
+		if err := file.remove(); err != nil {
+			f.log.Error("replication: removing a spill file", "err", err)
 		}
-		held := func(seq uint64, due int64) holding {
-			m := msgs[seq]
-			return holding{body: m.Body, ts: m.TS, due: due}
-		}
-		if len(tp.BacklogDues) != len(tp.Backlog) {
-			return fmt.Errorf("replication snapshot: topic %s: %d backlog messages, %d due times", tp.Name, len(tp.Backlog), len(tp.BacklogDues))
-		}
-		for i, seq := range tp.Backlog {
-			t.backlog[seq] = held(seq, tp.BacklogDues[i])
-		}
-		for _, sc := range tp.Channels {
-			if len(sc.Dues) != len(sc.Seqs) {
-				return fmt.Errorf("replication snapshot: channel %s/%s: %d messages, %d due times", tp.Name, sc.Name, len(sc.Seqs), len(sc.Dues))
-			}
-			c := &channelState{paused: sc.Paused, policies: sc.Policies, msgs: make(map[uint64]holding, len(sc.Seqs))}
-			for i, seq := range sc.Seqs {
-				c.msgs[seq] = held(seq, sc.Dues[i])
-			}
-			t.channels[sc.Name] = c
-		}
-		st.topics[tp.Name] = t
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.active.Load() {
-		return fmt.Errorf("restoring a snapshot while leading")
-	}
-	f.st = st
-	f.held.Store(st.bytes)
-	f.publishTopicsLocked()
-	return nil
 }

@@ -48,6 +48,9 @@ type syncingLog struct {
 	*raftboltdb.BoltStore
 	every   int64
 	timeout time.Duration
+	// keep is the oldest entry the state machine still reads bodies from
+	// (0: none); set before Raft starts.
+	keep func() uint64
 
 	mu       sync.Mutex
 	unsynced int64
@@ -72,6 +75,25 @@ func (l *syncingLog) StoreLogs(logs []*raft.Log) error {
 		return l.sync()
 	}
 	return nil
+}
+
+// DeleteRange implements raft.LogStore. Raft compacts the log up to a
+// snapshot, but the state machine reads unfinished messages' bodies back
+// from their entries, so a compaction stops short of the oldest one still
+// held: the log is the replicated topics' message store, and a later
+// compaction takes what was kept once it is finished. A deletion of
+// entries past it (a follower dropping entries that conflict with its
+// leader's, which are never applied) is not touched.
+func (l *syncingLog) DeleteRange(min, max uint64) error {
+	if l.keep != nil {
+		if keep := l.keep(); keep > 0 && min <= keep && keep <= max {
+			max = keep - 1
+		}
+	}
+	if max < min {
+		return nil
+	}
+	return l.BoltStore.DeleteRange(min, max)
 }
 
 func (l *syncingLog) sync() error {

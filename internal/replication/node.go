@@ -18,7 +18,6 @@ import (
 	"net"
 	"net/url"
 	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
@@ -43,10 +42,6 @@ type Config struct {
 	// Timeout bounds a publish or admin call: commit on a majority, or the
 	// forward to the leader.
 	Timeout time.Duration
-	// MaxHeldBytes refuses publishes while the bodies of unfinished
-	// replicated messages exceed it (0: no limit). Every node holds them in
-	// memory.
-	MaxHeldBytes int64
 	// SyncEvery and SyncTimeout say when the log is fsynced, as nsqd's
 	// --sync-every and --sync-timeout do for its queues: after that many
 	// entries, or that long after an unsynced one. SyncEvery 1 fsyncs every
@@ -78,7 +73,6 @@ var (
 	ErrNoLeader     = errors.New("no replication leader reachable")
 	ErrNotLeader    = errors.New("not the replication leader")
 	ErrNotCommitted = errors.New("not committed on a majority")
-	ErrFull         = errors.New("replicated messages exceed their memory limit")
 )
 
 // Node is this daemon's membership of the cluster.
@@ -158,12 +152,13 @@ func Start(cfg Config) (*Node, error) {
 		return nil, err
 	}
 
-	f, err := newFSM(cfg.Host, cfg.Log, filepath.Join(cfg.DataDir, "topics.json"))
+	f, err := newFSM(cfg.Host, cfg.Log, cfg.DataDir, store.log)
 	if err != nil {
 		trans.Close()
 		store.Close()
 		return nil, err
 	}
+	store.log.keep = f.keepIndex
 	n := &Node{cfg: cfg, fsm: f, store: store, trans: trans, notify: notify}
 	n.raft, err = raft.NewRaft(rc, n.fsm, logs, store.stable, snaps, trans)
 	if err != nil {
@@ -226,6 +221,15 @@ func newTransport(cfg Config, advertise *net.TCPAddr, hlog hclog.Logger) (*raft.
 // Close leaves the cluster: the local copies of replicated topics go (a
 // node that is not running leads nothing), then Raft stops.
 func (n *Node) Close() error {
+	if n.raft.State() == raft.Leader {
+		// FINs of consumers that finished before the shutdown are not
+		// redelivered, and the next leader is ready sooner than an
+		// election after a missed heartbeat would make it.
+		n.acks.flush()
+		if err := n.TransferLeadership(""); err != nil {
+			n.cfg.Log.Info("replication: leadership not handed over before shutdown", "err", err)
+		}
+	}
 	n.cancel()
 	n.wg.Wait()
 	n.fsm.deactivate()
@@ -372,9 +376,6 @@ func (n *Node) Publish(ctx context.Context, topic string, bodies [][]byte, defer
 	if len(bodies) > maxBatch {
 		return fmt.Errorf("%d messages in one publish; at most %d", len(bodies), maxBatch)
 	}
-	if lim := n.cfg.MaxHeldBytes; lim > 0 && n.fsm.heldBytes() > lim {
-		return ErrFull
-	}
 	e := &entry{op: opPublish, topic: topic, ts: time.Now().UnixNano(), deferFor: int64(deferFor), bodies: bodies}
 	return n.submit(ctx, e, func(ctx context.Context, l NodeInfo) error {
 		return n.http.publish(ctx, l, topic, bodies, deferFor)
@@ -463,6 +464,27 @@ func (n *Node) Requeued(topic, channel string, id [16]byte, due int64) {
 	}
 }
 
+// Touched records a TOUCH: after a failover the message is not delivered
+// again before deadline (unix ns), as the old leader would not have
+// before its timeout, so a consumer still working on it is not raced by
+// a second one sooner than NSQ allows.
+func (n *Node) Touched(topic, channel string, id [16]byte, deadline int64) {
+	if seq, ok := parseID(id); ok {
+		n.acks.add(opTouch, topic, channel, ack{seq: seq, due: deadline})
+	}
+}
+
+// Empty empties a replicated topic's backlog (channel "") or a channel
+// everywhere, as /topic/empty and /channel/empty do.
+func (n *Node) Empty(ctx context.Context, topic, channel string) error {
+	return n.submit(ctx, &entry{op: opEmpty, topic: topic, channel: channel}, func(ctx context.Context, l NodeInfo) error {
+		if channel == "" {
+			return n.http.call(ctx, l, "/topic/empty", "topic", topic)
+		}
+		return n.http.call(ctx, l, "/channel/empty", "topic", topic, "channel", channel)
+	})
+}
+
 // submit commits e when this node leads, or hands the call to the leader.
 func (n *Node) submit(ctx context.Context, e *entry, forward func(context.Context, NodeInfo) error) error {
 	ctx, cancel := context.WithTimeout(ctx, n.cfg.Timeout)
@@ -521,6 +543,21 @@ func (w *slogWriter) Write(p []byte) (int, error) {
 		w.log.Warn(string(line))
 	}
 	return len(p), nil
+}
+
+// TransferLeadership hands the leadership to the voter at addr, or with
+// addr "" to the most up to date one, and waits until it has it.
+func (n *Node) TransferLeadership(addr string) error {
+	var f raft.Future
+	if addr == "" {
+		f = n.raft.LeadershipTransfer()
+	} else {
+		f = n.raft.LeadershipTransferToServer(raft.ServerID(addr), raft.ServerAddress(addr))
+	}
+	if err := f.Error(); err != nil {
+		return fmt.Errorf("transferring leadership: %w", err)
+	}
+	return nil
 }
 
 // IsLeader reports whether this node is the Raft leader now (it may not

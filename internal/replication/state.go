@@ -1,7 +1,7 @@
 package replication
 
 import (
-	"slices"
+	"math/bits"
 	"sort"
 )
 
@@ -15,19 +15,56 @@ type Message struct {
 	Due       int64
 }
 
-// holding is one channel's (or the backlog's) copy of a message, keyed by
-// its seq (the ID's value: raft index << offsetBits | offset). The body is
-// shared by every channel that still has the message; it leaves a channel
-// when FIN'd there.
-type holding struct {
-	body []byte
-	ts   int64 // publish time
-	due  int64 // deferred until (unix ns); 0 when ready
+// batch is one publish entry's messages. The state keeps no bodies: they
+// are read back when needed (a new leader loading its queues, a snapshot)
+// from the Raft log, which is not compacted past a batch still held
+// (fsm.keepIndex), or, for a batch that came from a snapshot, from the
+// spill file the snapshot's bodies were written to.
+type batch struct {
+	index   uint64 // the entry's raft index: message i's seq is seqOf(index, i)
+	ts      int64  // publish time
+	due     int64  // deferred until (unix ns); 0 when ready
+	n       int    // messages
+	holders int    // holders with at least one of its messages
+	spill   *spillRef
 }
+
+// spillRef is where a restored batch's bodies are: size bytes at off of
+// a spill file, as records (offset in the batch, body) of the messages
+// that were unfinished when the snapshot was taken.
+type spillRef struct {
+	file *spillFile
+	off  int64
+	size int64
+}
+
+// holding is one holder's share of a batch: how many of its messages the
+// holder still has, and which it no longer has (a bitset by offset,
+// allocated on the first FIN of a batch of several messages).
+type holding struct {
+	b    *batch
+	left int
+	gone []uint64
+}
+
+func (h *holding) has(i int) bool {
+	return i < h.b.n && (h.gone == nil || h.gone[i/64]&(1<<(i%64)) == 0)
+}
+
+// holder is a channel's unfinished messages, or a topic's backlog. Its
+// cost is a small record per publish entry it holds part of and a bit per
+// message, whatever the bodies' size.
+type holder struct {
+	batches map[uint64]*holding // by raft index
+	count   int                 // messages held
+	dues    map[uint64]int64    // by seq: due times set by REQ or TOUCH
+}
+
+func newHolder() *holder { return &holder{batches: make(map[uint64]*holding)} }
 
 type channelState struct {
 	paused   bool
-	msgs     map[uint64]holding
+	held     *holder
 	policies [][]byte // policy patches in the order they were committed
 }
 
@@ -39,7 +76,8 @@ type topicState struct {
 	// backlog holds what was published while the topic had no channel; the
 	// first channel takes it, as an NSQ topic's queue drains into the
 	// first channel created.
-	backlog map[uint64]holding
+	backlog *holder
+	batches map[uint64]*batch // every batch some holder still holds part of
 }
 
 // NodeInfo is where clients reach a node's daemon: its TCP (broadcast
@@ -56,7 +94,9 @@ type NodeInfo struct {
 type state struct {
 	topics map[string]*topicState
 	nodes  map[string]NodeInfo // by cluster address
-	bytes  int64               // bodies held, counted once per message
+	// unused collects spill files no batch refers to any more, for the
+	// fsm to release (and delete) outside its lock.
+	unused []*spillFile
 }
 
 func newState() *state {
@@ -72,6 +112,10 @@ const offsetBits = 24
 const maxBatch = 1<<offsetBits - 1
 
 func seqOf(index uint64, i int) uint64 { return index<<offsetBits | uint64(i) }
+
+func splitSeq(seq uint64) (index uint64, i int) {
+	return seq >> offsetBits, int(seq & (1<<offsetBits - 1))
+}
 
 const hexDigits = "0123456789abcdef"
 
@@ -101,15 +145,22 @@ func parseID(id [16]byte) (seq uint64, ok bool) {
 	return seq, true
 }
 
+func newTopicState(replicas int) *topicState {
+	return &topicState{replicas: replicas, channels: make(map[string]*channelState), backlog: newHolder(), batches: make(map[uint64]*batch)}
+}
+
 func (s *state) apply(index uint64, e *entry) {
 	switch e.op {
 	case opCreateTopic:
 		if _, ok := s.topics[e.topic]; !ok {
-			s.topics[e.topic] = &topicState{replicas: e.replicas, channels: make(map[string]*channelState), backlog: make(map[uint64]holding)}
+			s.topics[e.topic] = newTopicState(e.replicas)
 		}
 	case opDeleteTopic:
 		if t, ok := s.topics[e.topic]; ok {
-			s.bytes -= t.bytes()
+			for _, c := range t.channels {
+				s.release(t, c.held)
+			}
+			s.release(t, t.backlog)
 			delete(s.topics, e.topic)
 		}
 	case opCreateChannel:
@@ -117,21 +168,25 @@ func (s *state) apply(index uint64, e *entry) {
 		if t == nil || t.channels[e.channel] != nil {
 			return
 		}
-		c := &channelState{msgs: make(map[uint64]holding, len(t.backlog))}
+		c := &channelState{held: newHolder()}
 		if len(t.channels) == 0 {
-			for seq, h := range t.backlog {
-				c.msgs[seq] = h
-			}
-			clear(t.backlog)
+			c.held, t.backlog = t.backlog, c.held
 		}
 		t.channels[e.channel] = c
 	case opDeleteChannel:
 		if t := s.topics[e.topic]; t != nil {
 			if c := t.channels[e.channel]; c != nil {
-				before := t.bytes()
+				s.release(t, c.held)
 				delete(t.channels, e.channel)
-				s.bytes -= before - t.bytes()
 			}
+		}
+	case opEmpty:
+		switch t, c := s.channel(e); {
+		case t == nil:
+		case e.channel == "":
+			s.release(t, t.backlog)
+		case c != nil:
+			s.release(t, c.held)
 		}
 	case opPause:
 		t := s.topics[e.topic]
@@ -145,9 +200,17 @@ func (s *state) apply(index uint64, e *entry) {
 	case opPublish:
 		s.publish(index, e)
 	case opFinish:
-		s.finish(e)
-	case opRequeue:
-		s.requeue(e)
+		if t, c := s.channel(e); c != nil {
+			for _, a := range e.acks {
+				s.finish(t, c.held, a.seq)
+			}
+		}
+	case opRequeue, opTouch:
+		if _, c := s.channel(e); c != nil {
+			for _, a := range e.acks {
+				c.held.setDue(a.seq, a.due)
+			}
+		}
 	case opNode:
 		s.nodes[e.node] = NodeInfo{TCP: e.tcp, HTTP: e.http}
 	case opPolicy:
@@ -163,24 +226,52 @@ func (s *state) apply(index uint64, e *entry) {
 
 func (s *state) publish(index uint64, e *entry) {
 	t := s.topics[e.topic]
-	if t == nil {
+	if t == nil || len(e.bodies) == 0 {
 		return
 	}
-	var due int64
+	b := &batch{index: index, ts: e.ts, n: len(e.bodies)}
 	if e.deferFor > 0 {
-		due = e.ts + e.deferFor
+		b.due = e.ts + e.deferFor
 	}
-	for i, body := range e.bodies {
-		seq := seqOf(index, i)
-		s.bytes += int64(len(body))
-		if len(t.channels) == 0 {
-			t.backlog[seq] = holding{body: body, ts: e.ts, due: due}
-			continue
-		}
-		for _, c := range t.channels {
-			c.msgs[seq] = holding{body: body, ts: e.ts, due: due}
-		}
+	t.batches[index] = b
+	if len(t.channels) == 0 {
+		t.backlog.add(b)
+		return
 	}
+	for _, c := range t.channels {
+		c.held.add(b)
+	}
+}
+
+// add gives the holder all of b's messages.
+func (h *holder) add(b *batch) {
+	h.batches[b.index] = &holding{b: b, left: b.n}
+	h.count += b.n
+	b.holders++
+}
+
+func (h *holder) has(seq uint64) bool {
+	index, i := splitSeq(seq)
+	hb := h.batches[index]
+	return hb != nil && hb.has(i)
+}
+
+func (h *holder) setDue(seq uint64, due int64) {
+	if !h.has(seq) {
+		return
+	}
+	if h.dues == nil {
+		h.dues = make(map[uint64]int64)
+	}
+	h.dues[seq] = due
+}
+
+// due is when the held message seq of batch b may be delivered.
+func (h *holder) due(b *batch, seq uint64) int64 {
+	if d, ok := h.dues[seq]; ok {
+		return d
+	}
+	return b.due
 }
 
 // channel is the topic and channel e names; nil when either is gone.
@@ -192,66 +283,61 @@ func (s *state) channel(e *entry) (*topicState, *channelState) {
 	return t, t.channels[e.channel]
 }
 
-func (s *state) finish(e *entry) {
-	t, c := s.channel(e)
-	if c == nil {
+// finish takes seq from the holder; a batch no holder has any of is
+// forgotten.
+func (s *state) finish(t *topicState, h *holder, seq uint64) {
+	index, i := splitSeq(seq)
+	hb := h.batches[index]
+	if hb == nil || !hb.has(i) {
 		return
 	}
-	for _, f := range e.acks {
-		h, ok := c.msgs[f.seq]
-		if !ok {
-			continue
-		}
-		delete(c.msgs, f.seq)
-		if !t.heldElsewhere(f.seq) {
-			s.bytes -= int64(len(h.body))
-		}
-	}
-}
-
-func (s *state) requeue(e *entry) {
-	_, c := s.channel(e)
-	if c == nil {
+	delete(h.dues, seq)
+	h.count--
+	if hb.left--; hb.left == 0 {
+		delete(h.batches, index)
+		s.unhold(t, hb.b)
 		return
 	}
-	for _, r := range e.acks {
-		if h, ok := c.msgs[r.seq]; ok {
-			h.due = r.due
-			c.msgs[r.seq] = h
+	if hb.gone == nil {
+		hb.gone = make([]uint64, (hb.b.n+63)/64)
+	}
+	hb.gone[i/64] |= 1 << (i % 64)
+}
+
+// release empties the holder.
+func (s *state) release(t *topicState, h *holder) {
+	for index, hb := range h.batches {
+		delete(h.batches, index)
+		s.unhold(t, hb.b)
+	}
+	h.count = 0
+	h.dues = nil
+}
+
+func (s *state) unhold(t *topicState, b *batch) {
+	if b.holders--; b.holders > 0 {
+		return
+	}
+	delete(t.batches, b.index)
+	if b.spill != nil {
+		if b.spill.file.refs--; b.spill.file.refs == 0 {
+			s.unused = append(s.unused, b.spill.file)
 		}
 	}
 }
 
-// heldElsewhere reports whether any channel (or the backlog) still holds seq.
-func (t *topicState) heldElsewhere(seq uint64) bool {
-	for _, c := range t.channels {
-		if _, ok := c.msgs[seq]; ok {
-			return true
+// oldestLogIndex is the lowest raft index whose entry still holds bodies
+// the state needs (0 when none): the log must keep it.
+func (s *state) oldestLogIndex() uint64 {
+	var oldest uint64
+	for _, t := range s.topics {
+		for index, b := range t.batches {
+			if b.spill == nil && (oldest == 0 || index < oldest) {
+				oldest = index
+			}
 		}
 	}
-	_, ok := t.backlog[seq]
-	return ok
-}
-
-// bytes is the body bytes the topic holds, each message counted once.
-func (t *topicState) bytes() int64 {
-	seen := make(map[uint64]struct{})
-	var n int64
-	add := func(seq uint64, h holding) {
-		if _, ok := seen[seq]; !ok {
-			seen[seq] = struct{}{}
-			n += int64(len(h.body))
-		}
-	}
-	for seq, h := range t.backlog {
-		add(seq, h)
-	}
-	for _, c := range t.channels {
-		for seq, h := range c.msgs {
-			add(seq, h)
-		}
-	}
-	return n
+	return oldest
 }
 
 // ChannelView is a channel's replicated state, for a leader to load into
@@ -259,9 +345,9 @@ func (t *topicState) bytes() int64 {
 type ChannelView struct {
 	Name     string
 	Paused   bool
-	Depth    int       // unfinished messages
-	Messages []Message // in publication order; only when asked for
-	Policies [][]byte  // policy patches, to apply in order
+	Depth    int      // unfinished messages
+	Messages Messages // in publication order; nil in views for stats
+	Policies [][]byte // policy patches, to apply in order
 }
 
 // TopicView is a topic's replicated state.
@@ -271,38 +357,34 @@ type TopicView struct {
 	Paused   bool
 	Channels []ChannelView // sorted by name
 	Depth    int           // messages published while there was no channel
-	Backlog  []Message     // those messages, when asked for
+	Backlog  Messages      // those messages; nil in views for stats
 	Policies [][]byte      // policy patches, to apply in order
 }
 
-func (s *state) view(name string, withMessages bool) (TopicView, bool) {
+// Messages reads a holder's messages back, a publish entry's worth at a
+// time, handing each group to yield; it stops at yield's first error.
+type Messages func(yield func([]Message) error) error
+
+// view is the topic's state; with a reader, its Messages read the bodies
+// (call them only while the state cannot change: fsm.hostMu).
+func (s *state) view(name string, read func(h *holder) Messages) (TopicView, bool) {
 	t := s.topics[name]
 	if t == nil {
 		return TopicView{}, false
 	}
-	v := TopicView{Name: name, Replicas: t.replicas, Paused: t.paused, Depth: len(t.backlog), Policies: t.policies}
-	if withMessages {
-		v.Backlog = messagesOf(t.backlog)
+	v := TopicView{Name: name, Replicas: t.replicas, Paused: t.paused, Depth: t.backlog.count, Policies: t.policies}
+	if read != nil {
+		v.Backlog = read(t.backlog)
 	}
 	for name, c := range t.channels {
-		cv := ChannelView{Name: name, Paused: c.paused, Depth: len(c.msgs), Policies: c.policies}
-		if withMessages {
-			cv.Messages = messagesOf(c.msgs)
+		cv := ChannelView{Name: name, Paused: c.paused, Depth: c.held.count, Policies: c.policies}
+		if read != nil {
+			cv.Messages = read(c.held)
 		}
 		v.Channels = append(v.Channels, cv)
 	}
 	sort.Slice(v.Channels, func(i, j int) bool { return v.Channels[i].Name < v.Channels[j].Name })
 	return v, true
-}
-
-// messagesOf lists held messages in publication order (by ID).
-func messagesOf(held map[uint64]holding) []Message {
-	ms := make([]Message, 0, len(held))
-	for seq, h := range held {
-		ms = append(ms, Message{ID: wireID(seq), Body: h.body, Timestamp: h.ts, Due: h.due})
-	}
-	slices.SortFunc(ms, func(a, b Message) int { return slices.Compare(a.ID[:], b.ID[:]) })
-	return ms
 }
 
 func (s *state) topicNames() []string {
@@ -312,4 +394,13 @@ func (s *state) topicNames() []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// popcount is how many offsets of a batch of n the bitset marks.
+func popcount(set []uint64) int {
+	n := 0
+	for _, w := range set {
+		n += bits.OnesCount64(w)
+	}
+	return n
 }

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"io"
 	"log/slog"
+	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/hashicorp/raft"
@@ -20,6 +22,9 @@ func TestEntryRoundTrip(t *testing.T) {
 		{op: opPublish, topic: "t", ts: 12345, deferFor: 678, bodies: [][]byte{[]byte("a"), {}, []byte("ccc")}},
 		{op: opFinish, topic: "t", channel: "c", acks: []ack{{seq: 1}, {seq: 1 << 40}}},
 		{op: opRequeue, topic: "t", channel: "c", acks: []ack{{seq: 7, due: 99}, {seq: 8, due: -1}}},
+		{op: opTouch, topic: "t", channel: "c", acks: []ack{{seq: 9, due: 1 << 62}}},
+		{op: opEmpty, topic: "t", channel: "c"},
+		{op: opPolicy, topic: "t", policy: []byte(`{"max_bytes":1}`)},
 		{op: opNode, node: "127.0.0.1:1", tcp: "127.0.0.1:2", http: "127.0.0.1:3"},
 	}
 	for _, e := range entries {
@@ -73,59 +78,168 @@ func TestWireIDs(t *testing.T) {
 	}
 }
 
-// apply runs entries through a state as committed log entries 1, 2, ….
-func applyAll(s *state, es ...*entry) {
-	for i, e := range es {
-		s.apply(uint64(i+1), e)
+// testFSM is a state machine reading bodies from an in-memory raft log.
+type testFSM struct {
+	*fsm
+	logs  *raft.InmemStore
+	index uint64
+}
+
+func newTestFSM(t *testing.T, dir string) *testFSM {
+	t.Helper()
+	logs := raft.NewInmemStore()
+	f, err := newFSM(nil, slog.New(slog.NewTextHandler(io.Discard, nil)), dir, logs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &testFSM{fsm: f, logs: logs}
+}
+
+// commit appends entries to the log and applies them, as Raft does once
+// they are committed.
+func (f *testFSM) commit(t *testing.T, es ...*entry) {
+	t.Helper()
+	for _, e := range es {
+		f.index++
+		l := &raft.Log{Index: f.index, Type: raft.LogCommand, Data: e.encode()}
+		if err := f.logs.StoreLog(l); err != nil {
+			t.Fatal(err)
+		}
+		if err, _ := f.Apply(l).(error); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
+// dump is a topic's view with its messages read back, for comparing.
+type dump struct {
+	Name     string
+	Replicas int
+	Paused   bool
+	Policies [][]byte
+	Backlog  []Message
+	Channels []channelDump
+}
+
+type channelDump struct {
+	Name     string
+	Paused   bool
+	Depth    int
+	Policies [][]byte
+	Messages []Message
+}
+
+func readAll(t *testing.T, m Messages) []Message {
+	t.Helper()
+	var out []Message
+	if err := m(func(ms []Message) error { out = append(out, ms...); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func (f *testFSM) dump(t *testing.T) []dump {
+	t.Helper()
+	f.hostMu.Lock()
+	defer f.hostMu.Unlock()
+	var out []dump
+	for _, name := range f.st.topicNames() {
+		v, _ := f.st.view(name, f.messages)
+		d := dump{Name: v.Name, Replicas: v.Replicas, Paused: v.Paused, Policies: v.Policies, Backlog: readAll(t, v.Backlog)}
+		if len(d.Backlog) != v.Depth {
+			t.Fatalf("topic %s: depth %d, %d messages read", name, v.Depth, len(d.Backlog))
+		}
+		for _, cv := range v.Channels {
+			cd := channelDump{Name: cv.Name, Paused: cv.Paused, Depth: cv.Depth, Policies: cv.Policies, Messages: readAll(t, cv.Messages)}
+			if len(cd.Messages) != cv.Depth {
+				t.Fatalf("channel %s: depth %d, %d messages read", cv.Name, cv.Depth, len(cd.Messages))
+			}
+			d.Channels = append(d.Channels, cd)
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+func bodiesOf(ms []Message) []string {
+	out := make([]string, len(ms))
+	for i, m := range ms {
+		out[i] = string(m.Body)
+	}
+	return out
+}
+
+func seqOfID(t *testing.T, m Message) uint64 {
+	t.Helper()
+	seq, ok := parseID(m.ID)
+	if !ok {
+		t.Fatalf("ID %s", m.ID)
+	}
+	return seq
+}
+
 func TestStateFanOutFinishAndBacklog(t *testing.T) {
-	s := newState()
-	applyAll(s,
+	f := newTestFSM(t, t.TempDir())
+	f.commit(t,
 		&entry{op: opCreateTopic, topic: "t", replicas: 3},
 		&entry{op: opPublish, topic: "t", ts: 10, bodies: [][]byte{[]byte("early")}}, // no channel yet
 		&entry{op: opCreateChannel, topic: "t", channel: "a"},                        // takes the backlog
 		&entry{op: opCreateChannel, topic: "t", channel: "b"},                        // does not
-		&entry{op: opPublish, topic: "t", ts: 20, deferFor: 5, bodies: [][]byte{[]byte("x"), []byte("yy")}},
+		&entry{op: opPublish, topic: "t", ts: 20, deferFor: 5, bodies: [][]byte{[]byte("x"), []byte("yy"), []byte("zzz")}},
 	)
-	v, _ := s.view("t", true)
-	if v.Depth != 0 || len(v.Channels) != 2 {
-		t.Fatalf("view %+v", v)
+	d := f.dump(t)
+	if len(d) != 1 || len(d[0].Backlog) != 0 || len(d[0].Channels) != 2 {
+		t.Fatalf("dump %+v", d)
 	}
-	a, b := v.Channels[0], v.Channels[1]
-	if len(a.Messages) != 3 || len(b.Messages) != 2 {
-		t.Fatalf("a has %d messages, b %d; want 3 and 2", len(a.Messages), len(b.Messages))
+	a, b := d[0].Channels[0], d[0].Channels[1]
+	if got := bodiesOf(a.Messages); !reflect.DeepEqual(got, []string{"early", "x", "yy", "zzz"}) {
+		t.Fatalf("a holds %q", got)
 	}
-	if string(a.Messages[0].Body) != "early" || a.Messages[1].Due != 25 || a.Messages[1].Timestamp != 20 {
+	if got := bodiesOf(b.Messages); !reflect.DeepEqual(got, []string{"x", "yy", "zzz"}) {
+		t.Fatalf("b holds %q", got)
+	}
+	if m := a.Messages[1]; m.Due != 25 || m.Timestamp != 20 || a.Messages[0].Due != 0 {
 		t.Fatalf("a's messages %+v", a.Messages)
 	}
-	if s.bytes != 8 {
-		t.Fatalf("bytes %d, want 8", s.bytes)
+	if k := f.keepIndex(); k != 2 {
+		t.Fatalf("keepIndex %d, want 2 (the oldest entry with a held body)", k)
 	}
-	x, _ := parseID(b.Messages[0].ID)
-	// FIN x on a: b still holds it, so its bytes stay.
-	s.apply(6, &entry{op: opFinish, topic: "t", channel: "a", acks: []ack{{seq: x}}})
-	if s.bytes != 8 {
-		t.Fatalf("bytes %d after a FIN of a message b holds, want 8", s.bytes)
+	x, yy, zzz := seqOfID(t, b.Messages[0]), seqOfID(t, b.Messages[1]), seqOfID(t, b.Messages[2])
+	early := seqOfID(t, a.Messages[0])
+	f.commit(t,
+		&entry{op: opFinish, topic: "t", channel: "a", acks: []ack{{seq: x}, {seq: early}, {seq: 999}}},
+		&entry{op: opRequeue, topic: "t", channel: "b", acks: []ack{{seq: yy, due: 1000}}},
+		&entry{op: opTouch, topic: "t", channel: "a", acks: []ack{{seq: zzz, due: 2000}, {seq: x, due: 3000}}}, // x is FIN'd on a
+	)
+	d = f.dump(t)
+	a, b = d[0].Channels[0], d[0].Channels[1]
+	if got := bodiesOf(a.Messages); !reflect.DeepEqual(got, []string{"yy", "zzz"}) || a.Messages[1].Due != 2000 || a.Messages[0].Due != 25 {
+		t.Fatalf("a after FIN and TOUCH: %+v", a.Messages)
 	}
-	s.apply(7, &entry{op: opFinish, topic: "t", channel: "b", acks: []ack{{seq: x}, {seq: 999}}})
-	if s.bytes != 7 {
-		t.Fatalf("bytes %d after both FINs, want 7", s.bytes)
+	if got := bodiesOf(b.Messages); !reflect.DeepEqual(got, []string{"x", "yy", "zzz"}) || b.Messages[1].Due != 1000 {
+		t.Fatalf("b after REQ: %+v", b.Messages)
 	}
-	yy, _ := parseID(b.Messages[1].ID)
-	s.apply(8, &entry{op: opRequeue, topic: "t", channel: "b", acks: []ack{{seq: yy, due: 1000}}})
-	v, _ = s.view("t", true)
-	if got := v.Channels[1].Messages; len(got) != 1 || got[0].Due != 1000 {
-		t.Fatalf("b after REQ: %+v", got)
+	if k := f.keepIndex(); k != 5 {
+		t.Fatalf("keepIndex %d after the first batch is finished, want 5", k)
 	}
-	s.apply(9, &entry{op: opDeleteChannel, topic: "t", channel: "b"})
-	if s.bytes != 7 { // a still holds "early" and "yy"
-		t.Fatalf("bytes %d after deleting b, want 7", s.bytes)
+	f.commit(t,
+		&entry{op: opEmpty, topic: "t", channel: "b"},
+		&entry{op: opFinish, topic: "t", channel: "a", acks: []ack{{seq: yy}}},
+	)
+	d = f.dump(t)
+	if a, b := d[0].Channels[0], d[0].Channels[1]; len(b.Messages) != 0 || !reflect.DeepEqual(bodiesOf(a.Messages), []string{"zzz"}) {
+		t.Fatalf("after emptying b and a FIN on a: a %q, b %q", bodiesOf(a.Messages), bodiesOf(b.Messages))
 	}
-	s.apply(10, &entry{op: opDeleteTopic, topic: "t"})
-	if s.bytes != 0 || len(s.topics) != 0 {
-		t.Fatalf("after delete: bytes %d, topics %d", s.bytes, len(s.topics))
+	f.commit(t, &entry{op: opDeleteChannel, topic: "t", channel: "a"})
+	if k := f.keepIndex(); k != 0 {
+		t.Fatalf("keepIndex %d with nothing held, want 0", k)
+	}
+	f.commit(t,
+		&entry{op: opPublish, topic: "t", ts: 30, bodies: [][]byte{[]byte("late")}},
+		&entry{op: opDeleteTopic, topic: "t"},
+	)
+	if len(f.st.topics) != 0 || f.keepIndex() != 0 {
+		t.Fatalf("after delete: %d topics, keepIndex %d", len(f.st.topics), f.keepIndex())
 	}
 }
 
@@ -138,55 +252,154 @@ func (*memSink) Close() error  { return nil }
 
 var _ raft.SnapshotSink = (*memSink)(nil)
 
-func TestSnapshotRestore(t *testing.T) {
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	f, err := newFSM(nil, log, t.TempDir()+"/names.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	applyAll(f.st,
-		&entry{op: opCreateTopic, topic: "t", replicas: 3},
-		&entry{op: opPublish, topic: "t", ts: 1, bodies: [][]byte{[]byte("held")}},
-		&entry{op: opCreateTopic, topic: "u", replicas: 5},
-		&entry{op: opCreateChannel, topic: "u", channel: "c"},
-		&entry{op: opPause, topic: "u", channel: "c", paused: true},
-		&entry{op: opPublish, topic: "u", ts: 2, deferFor: 3, bodies: [][]byte{[]byte("d1"), []byte("d2")}},
-		&entry{op: opNode, node: "n1", tcp: "h:1", http: "h:2"},
-	)
-	want := []TopicView{}
-	for _, name := range f.st.topicNames() {
-		v, _ := f.st.view(name, true)
-		want = append(want, v)
-	}
+func (f *testFSM) snapshot(t *testing.T) []byte {
+	t.Helper()
 	snap, err := f.Snapshot()
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer snap.Release()
 	var sink memSink
 	if err := snap.Persist(&sink); err != nil {
 		t.Fatal(err)
 	}
-	g, _ := newFSM(nil, log, t.TempDir()+"/names.json")
-	if err := g.Restore(io.NopCloser(&sink)); err != nil {
+	return sink.Bytes()
+}
+
+func spillFiles(t *testing.T, dir string) []string {
+	t.Helper()
+	m, err := filepath.Glob(filepath.Join(dir, spillPrefix+"*"))
+	if err != nil {
 		t.Fatal(err)
 	}
-	var got []TopicView
-	for _, name := range g.st.topicNames() {
-		v, _ := g.st.view(name, true)
-		got = append(got, v)
+	return m
+}
+
+func TestSnapshotRestore(t *testing.T) {
+	f := newTestFSM(t, t.TempDir())
+	many := make([][]byte, 130) // more than two bitset words
+	for i := range many {
+		many[i] = []byte(strings.Repeat("m", i))
 	}
-	if !reflect.DeepEqual(got, want) {
+	f.commit(t,
+		&entry{op: opCreateTopic, topic: "t", replicas: 3},
+		&entry{op: opPublish, topic: "t", ts: 1, bodies: [][]byte{[]byte("held")}},
+		&entry{op: opCreateTopic, topic: "u", replicas: 5},
+		&entry{op: opCreateChannel, topic: "u", channel: "c"},
+		&entry{op: opCreateChannel, topic: "u", channel: "d"},
+		&entry{op: opPause, topic: "u", channel: "c", paused: true},
+		&entry{op: opPolicy, topic: "u", policy: []byte(`{"max_bytes":1}`)},
+		&entry{op: opPublish, topic: "u", ts: 2, deferFor: 3, bodies: [][]byte{[]byte("d1"), []byte("d2")}},
+		&entry{op: opPublish, topic: "u", ts: 4, bodies: many},
+		&entry{op: opNode, node: "n1", tcp: "h:1", http: "h:2"},
+	)
+	d1 := seqOf(8, 0)
+	f.commit(t,
+		&entry{op: opFinish, topic: "u", channel: "c", acks: []ack{{seq: d1}, {seq: seqOf(9, 0)}, {seq: seqOf(9, 129)}}},
+		&entry{op: opFinish, topic: "u", channel: "d", acks: []ack{{seq: seqOf(9, 1)}}},
+		&entry{op: opRequeue, topic: "u", channel: "d", acks: []ack{{seq: seqOf(9, 70), due: 77}}},
+	)
+	want := f.dump(t)
+
+	g := newTestFSM(t, t.TempDir())
+	if err := g.Restore(io.NopCloser(bytes.NewReader(f.snapshot(t)))); err != nil {
+		t.Fatal(err)
+	}
+	if got := g.dump(t); !reflect.DeepEqual(got, want) {
 		t.Fatalf("restored %+v\nwant %+v", got, want)
 	}
-	if g.st.bytes != f.st.bytes || g.st.nodes["n1"] != (NodeInfo{TCP: "h:1", HTTP: "h:2"}) {
-		t.Fatalf("restored bytes %d (want %d), nodes %v", g.st.bytes, f.st.bytes, g.st.nodes)
+	if g.st.nodes["n1"] != (NodeInfo{TCP: "h:1", HTTP: "h:2"}) || g.replicas("u") != 5 {
+		t.Fatalf("restored nodes %v, replicas of u %d", g.st.nodes, g.replicas("u"))
 	}
-	if g.replicas("u") != 5 {
-		t.Fatalf("restored replicas of u = %d", g.replicas("u"))
+	if k := g.keepIndex(); k != 0 {
+		t.Fatalf("a restored state reads its bodies from the log (keepIndex %d)", k)
+	}
+	// A snapshot of a restored state reads its bodies from the spill file.
+	h := newTestFSM(t, t.TempDir())
+	if err := h.Restore(io.NopCloser(bytes.NewReader(g.snapshot(t)))); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.dump(t); !reflect.DeepEqual(got, want) {
+		t.Fatalf("restored twice %+v\nwant %+v", got, want)
 	}
 	// The names survive a restart of the node before it catches up.
-	h, err := newFSM(nil, log, g.namesFile)
-	if err != nil || h.replicas("t") != 3 {
-		t.Fatalf("names after restart: %d, %v", h.replicas("t"), err)
+	again := newTestFSM(t, g.dir)
+	if again.replicas("t") != 3 {
+		t.Fatalf("names after restart: replicas of t %d", again.replicas("t"))
+	}
+
+	// The spill file goes once nothing in it is held.
+	if n := len(spillFiles(t, h.dir)); n != 1 {
+		t.Fatalf("%d spill files after a restore, want 1", n)
+	}
+	h.index = 100
+	h.commit(t, &entry{op: opDeleteTopic, topic: "t"}, &entry{op: opDeleteTopic, topic: "u"})
+	if n := len(spillFiles(t, h.dir)); n != 0 {
+		t.Fatalf("%d spill files once nothing is held, want 0", n)
+	}
+}
+
+func TestRestoreRefusesDamagedSnapshots(t *testing.T) {
+	f := newTestFSM(t, t.TempDir())
+	f.commit(t,
+		&entry{op: opCreateTopic, topic: "t", replicas: 3},
+		&entry{op: opCreateChannel, topic: "t", channel: "c"},
+		&entry{op: opPublish, topic: "t", ts: 1, bodies: [][]byte{[]byte("one"), []byte("two")}},
+		&entry{op: opFinish, topic: "t", channel: "c", acks: []ack{{seq: seqOf(3, 0)}}},
+		&entry{op: opRequeue, topic: "t", channel: "c", acks: []ack{{seq: seqOf(3, 1), due: 5}}},
+	)
+	snap := f.snapshot(t)
+	g := newTestFSM(t, t.TempDir())
+	for n := 0; n < len(snap); n++ {
+		if err := g.Restore(io.NopCloser(bytes.NewReader(snap[:n]))); err == nil {
+			t.Fatalf("a snapshot cut to %d of %d bytes was restored", n, len(snap))
+		}
+	}
+	if files := spillFiles(t, g.dir); len(files) != 0 || len(g.st.topics) != 0 {
+		t.Fatalf("failed restores left %d spill files and %d topics", len(files), len(g.st.topics))
+	}
+	bad := bytes.Clone(snap)
+	bad[0] = 1 // the gob snapshots of before
+	if err := g.Restore(io.NopCloser(bytes.NewReader(bad))); err == nil || !strings.Contains(err.Error(), "version") {
+		t.Fatalf("an unknown snapshot version: %v", err)
+	}
+	if err := g.Restore(io.NopCloser(bytes.NewReader(snap))); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A compaction never deletes an entry the state still reads bodies from,
+// and a follower's truncation of conflicting entries is not held back.
+func TestLogKeepsHeldEntries(t *testing.T) {
+	st, err := openStores(t.TempDir(), 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	keep := uint64(5)
+	st.log.keep = func() uint64 { return keep }
+	for i := uint64(1); i <= 10; i++ {
+		if err := st.log.StoreLog(&raft.Log{Index: i, Data: []byte{byte(i)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.log.DeleteRange(1, 8); err != nil {
+		t.Fatal(err)
+	}
+	if first, _ := st.log.FirstIndex(); first != 5 {
+		t.Fatalf("first index %d after compacting to 8 with 5 held, want 5", first)
+	}
+	if err := st.log.DeleteRange(9, 10); err != nil {
+		t.Fatal(err)
+	}
+	if last, _ := st.log.LastIndex(); last != 8 {
+		t.Fatalf("last index %d after truncating 9-10, want 8", last)
+	}
+	keep = 0
+	if err := st.log.DeleteRange(5, 7); err != nil {
+		t.Fatal(err)
+	}
+	if first, _ := st.log.FirstIndex(); first != 8 {
+		t.Fatalf("first index %d once nothing is held, want 8", first)
 	}
 }

@@ -1,0 +1,549 @@
+package replication
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+
+	"github.com/hashicorp/raft"
+)
+
+// A snapshot is written as a stream, so that neither taking nor restoring
+// one holds the bodies in memory:
+//
+//	version byte (2)
+//	nodes:  count, then (cluster address, tcp, http)
+//	topics: count, then each topic:
+//	  name, replicas, paused, policies
+//	  channels: count, then (name, paused, policies)
+//	  batches in publication order: count, then each:
+//	    raft index, publish time, due, messages
+//	    per holder (the backlog, then the channels in order): 0 holds none,
+//	      1 holds all, 2 a bitset (8-byte words) of the ones it no longer holds
+//	    bodies of messages some holder has: (offset+1, body)…, then 0
+//	  per holder: due times set by REQ or TOUCH: count, then (seq, due)
+//
+// Integers are varints; strings and bodies are length-prefixed.
+const snapshotVersion = 2
+
+const (
+	heldNone byte = iota
+	heldAll
+	heldSome
+)
+
+type snapshot struct {
+	f      *fsm
+	nodes  map[string]NodeInfo
+	topics []snapTopic
+	files  []*spillFile // kept open and on disk until Release
+}
+
+type snapTopic struct {
+	name     string
+	replicas int
+	paused   bool
+	policies [][]byte
+	channels []snapChannel
+	holders  []snapHolder // the backlog, then each channel
+	batches  []*batch     // by raft index
+}
+
+type snapChannel struct {
+	name     string
+	paused   bool
+	policies [][]byte
+}
+
+type snapHolder struct {
+	held map[uint64][]uint64 // raft index → gone bitset (nil: all held)
+	dues map[uint64]int64
+}
+
+func snapHolderOf(h *holder) snapHolder {
+	s := snapHolder{held: make(map[uint64][]uint64, len(h.batches)), dues: maps.Clone(h.dues)}
+	for index, hb := range h.batches {
+		s.held[index] = slices.Clone(hb.gone)
+	}
+	return s
+}
+
+// Snapshot implements raft.FSM. Raft calls it between Applies; the state's
+// bookkeeping is copied here and Persist reads the bodies back while
+// Applies go on. Until Release, the log keeps the entries the snapshot
+// reads (fsm.keepIndex) and its spill files stay.
+func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s := &snapshot{f: f, nodes: maps.Clone(f.st.nodes)}
+	var keep uint64
+	files := map[*spillFile]bool{}
+	for _, name := range f.st.topicNames() {
+		t := f.st.topics[name]
+		st := snapTopic{name: name, replicas: t.replicas, paused: t.paused, policies: t.policies}
+		st.holders = append(st.holders, snapHolderOf(t.backlog))
+		for _, cname := range sortedKeys(t.channels) {
+			c := t.channels[cname]
+			st.channels = append(st.channels, snapChannel{name: cname, paused: c.paused, policies: c.policies})
+			st.holders = append(st.holders, snapHolderOf(c.held))
+		}
+		for _, index := range sortedKeys(t.batches) {
+			b := t.batches[index]
+			st.batches = append(st.batches, b)
+			switch {
+			case b.spill != nil:
+				files[b.spill.file] = true
+			case keep == 0 || index < keep:
+				keep = index
+			}
+		}
+		s.topics = append(s.topics, st)
+	}
+	for file := range files {
+		file.refs++
+		s.files = append(s.files, file)
+	}
+	if keep > 0 {
+		f.pins[s] = keep
+	}
+	return s, nil
+}
+
+func sortedKeys[K string | uint64, V any](m map[K]V) []K {
+	keys := make([]K, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// Persist implements raft.FSMSnapshot.
+func (s *snapshot) Persist(sink raft.SnapshotSink) error {
+	w := &streamWriter{w: bufio.NewWriterSize(sink, 256<<10)}
+	err := s.write(w)
+	if err == nil {
+		err = w.flush()
+	}
+	if err != nil {
+		_ = sink.Cancel()
+		return fmt.Errorf("writing replication snapshot: %w", err)
+	}
+	return sink.Close()
+}
+
+func (s *snapshot) write(w *streamWriter) error {
+	w.byte(snapshotVersion)
+	w.uvarint(uint64(len(s.nodes)))
+	for _, addr := range sortedKeys(s.nodes) {
+		n := s.nodes[addr]
+		w.string(addr)
+		w.string(n.TCP)
+		w.string(n.HTTP)
+	}
+	w.uvarint(uint64(len(s.topics)))
+	for _, t := range s.topics {
+		w.string(t.name)
+		w.uvarint(uint64(t.replicas))
+		w.bool(t.paused)
+		w.policies(t.policies)
+		w.uvarint(uint64(len(t.channels)))
+		for _, c := range t.channels {
+			w.string(c.name)
+			w.bool(c.paused)
+			w.policies(c.policies)
+		}
+		w.uvarint(uint64(len(t.batches)))
+		for _, b := range t.batches {
+			if err := s.writeBatch(w, t, b); err != nil {
+				return err
+			}
+		}
+		for _, h := range t.holders {
+			w.uvarint(uint64(len(h.dues)))
+			for _, seq := range sortedKeys(h.dues) {
+				w.uvarint(seq)
+				w.varint(h.dues[seq])
+			}
+		}
+		if w.err != nil {
+			return w.err
+		}
+	}
+	return w.err
+}
+
+func (s *snapshot) writeBatch(w *streamWriter, t snapTopic, b *batch) error {
+	w.uvarint(b.index)
+	w.varint(b.ts)
+	w.varint(b.due)
+	w.uvarint(uint64(b.n))
+	var union []uint64 // offsets some holder has
+	for _, h := range t.holders {
+		gone, held := h.held[b.index]
+		switch {
+		case !held:
+			w.byte(heldNone)
+			continue
+		case gone == nil:
+			w.byte(heldAll)
+		default:
+			w.byte(heldSome)
+			w.uvarint(uint64(len(gone)))
+			for _, word := range gone {
+				w.word(word)
+			}
+		}
+		if union == nil {
+			union = make([]uint64, (b.n+63)/64)
+		}
+		for k := range union {
+			if gone == nil {
+				union[k] = ^uint64(0)
+			} else {
+				union[k] |= ^gone[k]
+			}
+		}
+	}
+	bodies, err := s.f.bodies.bodies(b)
+	if err != nil {
+		return err
+	}
+	for i := 0; i < b.n; i++ {
+		if union[i/64]&(1<<(i%64)) != 0 {
+			w.uvarint(uint64(i) + 1)
+			w.bytes(bodies[i])
+		}
+	}
+	w.uvarint(0)
+	return w.err
+}
+
+// Release implements raft.FSMSnapshot.
+func (s *snapshot) Release() {
+	s.f.mu.Lock()
+	delete(s.f.pins, s)
+	var unused []*spillFile
+	for _, file := range s.files {
+		if file.refs--; file.refs == 0 {
+			unused = append(unused, file)
+		}
+	}
+	s.files = nil
+	s.f.mu.Unlock()
+	s.f.removeSpills(unused)
+}
+
+// Restore implements raft.FSM: the state becomes the snapshot's, its
+// bodies written to a new spill file.
+func (f *fsm) Restore(r io.ReadCloser) error {
+	defer r.Close()
+	f.hostMu.Lock()
+	defer f.hostMu.Unlock()
+	if f.active.Load() {
+		return errors.New("restoring a snapshot while leading")
+	}
+	file, err := createSpill(f.dir)
+	if err != nil {
+		return err
+	}
+	st, err := readSnapshot(&streamReader{r: bufio.NewReaderSize(r, 256<<10)}, newSpillWriter(file))
+	if err != nil {
+		f.removeSpills([]*spillFile{file})
+		return fmt.Errorf("reading replication snapshot: %w", err)
+	}
+	var unused []*spillFile
+	if file.refs == 0 {
+		unused = append(unused, file)
+	}
+	f.mu.Lock()
+	for _, t := range f.st.topics {
+		for _, c := range t.channels {
+			f.st.release(t, c.held)
+		}
+		f.st.release(t, t.backlog)
+	}
+	unused = append(unused, f.st.unused...)
+	f.st = st
+	f.publishTopicsLocked()
+	f.mu.Unlock()
+	f.removeSpills(unused)
+	return nil
+}
+
+func readSnapshot(r *streamReader, spill *spillWriter) (*state, error) {
+	if v := r.byte(); r.err == nil && v != snapshotVersion {
+		return nil, fmt.Errorf("snapshot version %d not known", v)
+	}
+	st := newState()
+	for range r.count() {
+		addr := r.string()
+		st.nodes[addr] = NodeInfo{TCP: r.string(), HTTP: r.string()}
+	}
+	for range r.count() {
+		name := r.string()
+		t := newTopicState(int(r.uvarint()))
+		t.paused = r.bool()
+		t.policies = r.policies()
+		holders := []*holder{t.backlog}
+		for range r.count() {
+			c := &channelState{held: newHolder()}
+			cname := r.string()
+			c.paused = r.bool()
+			c.policies = r.policies()
+			t.channels[cname] = c
+			holders = append(holders, c.held)
+		}
+		for range r.count() {
+			if err := readBatch(r, spill, t, holders); err != nil {
+				return nil, fmt.Errorf("topic %s: %w", name, err)
+			}
+		}
+		for _, h := range holders {
+			for range r.count() {
+				seq, due := r.uvarint(), r.varint()
+				h.setDue(seq, due)
+			}
+		}
+		if r.err != nil {
+			return nil, r.err
+		}
+		st.topics[name] = t
+	}
+	if r.err != nil {
+		return nil, r.err
+	}
+	if err := spill.flush(); err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+func readBatch(r *streamReader, spill *spillWriter, t *topicState, holders []*holder) error {
+	b := &batch{index: r.uvarint(), ts: r.varint(), due: r.varint()}
+	n := r.uvarint()
+	if r.err != nil {
+		return r.err
+	}
+	if n == 0 || n > maxBatch || t.batches[b.index] != nil {
+		return fmt.Errorf("batch %d of %d messages", b.index, n)
+	}
+	b.n = int(n)
+	words := (b.n + 63) / 64
+	for _, h := range holders {
+		hb := &holding{b: b, left: b.n}
+		switch r.byte() {
+		case heldNone:
+			continue
+		case heldAll:
+		case heldSome:
+			if r.uvarint() != uint64(words) {
+				return fmt.Errorf("batch %d: a bitset of the wrong size", b.index)
+			}
+			hb.gone = make([]uint64, words)
+			for k := range hb.gone {
+				hb.gone[k] = r.word()
+			}
+			hb.left -= popcount(hb.gone)
+		default:
+			return fmt.Errorf("batch %d: holder tag not known", b.index)
+		}
+		if r.err != nil {
+			return r.err
+		}
+		if hb.left <= 0 {
+			return fmt.Errorf("batch %d: a holder that holds none of it", b.index)
+		}
+		h.batches[b.index] = hb
+		h.count += hb.left
+		b.holders++
+	}
+	if b.holders == 0 {
+		return fmt.Errorf("batch %d: no holder", b.index)
+	}
+	b.spill = spill.begin()
+	have := make([]bool, b.n)
+	for {
+		i := r.uvarint()
+		if i == 0 || r.err != nil {
+			break
+		}
+		if i > n {
+			return fmt.Errorf("batch %d: body of message %d", b.index, i-1)
+		}
+		have[i-1] = true
+		if err := spill.add(b.spill, int(i-1), r.bytes()); err != nil {
+			return err
+		}
+	}
+	for _, h := range holders {
+		if hb := h.batches[b.index]; hb != nil {
+			for i := range b.n {
+				if hb.has(i) && !have[i] {
+					return fmt.Errorf("batch %d: message %d is held but has no body", b.index, i)
+				}
+			}
+		}
+	}
+	b.spill.file.refs++
+	t.batches[b.index] = b
+	return r.err
+}
+
+// streamWriter writes a snapshot's fields; the first error sticks.
+type streamWriter struct {
+	w   *bufio.Writer
+	buf []byte
+	err error
+}
+
+func (w *streamWriter) write(p []byte) {
+	if w.err == nil {
+		_, w.err = w.w.Write(p)
+	}
+}
+
+func (w *streamWriter) byte(v byte) {
+	if w.err == nil {
+		w.err = w.w.WriteByte(v)
+	}
+}
+
+func (w *streamWriter) bool(v bool) { w.byte(boolByte(v)) }
+
+func (w *streamWriter) uvarint(v uint64) { w.write(binary.AppendUvarint(w.buf[:0], v)) }
+
+func (w *streamWriter) varint(v int64) { w.write(binary.AppendVarint(w.buf[:0], v)) }
+
+func (w *streamWriter) word(v uint64) { w.write(binary.LittleEndian.AppendUint64(w.buf[:0], v)) }
+
+func (w *streamWriter) bytes(p []byte) {
+	w.uvarint(uint64(len(p)))
+	w.write(p)
+}
+
+func (w *streamWriter) string(s string) {
+	w.uvarint(uint64(len(s)))
+	if w.err == nil {
+		_, w.err = w.w.WriteString(s)
+	}
+}
+
+func (w *streamWriter) policies(ps [][]byte) {
+	w.uvarint(uint64(len(ps)))
+	for _, p := range ps {
+		w.bytes(p)
+	}
+}
+
+func (w *streamWriter) flush() error {
+	if w.err == nil {
+		w.err = w.w.Flush()
+	}
+	return w.err
+}
+
+// maxSnapshotField bounds a string or body read from a snapshot, so that
+// a corrupt length cannot ask for an absurd allocation.
+const maxSnapshotField = 1 << 30
+
+// streamReader reads a snapshot's fields; the first error sticks and
+// every later read returns zero values.
+type streamReader struct {
+	r   *bufio.Reader
+	err error
+}
+
+func (r *streamReader) fail(err error) {
+	if r.err == nil {
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		r.err = err
+	}
+}
+
+func (r *streamReader) uvarint() uint64 {
+	if r.err != nil {
+		return 0
+	}
+	v, err := binary.ReadUvarint(r.r)
+	r.fail(err)
+	return v
+}
+
+func (r *streamReader) varint() int64 {
+	if r.err != nil {
+		return 0
+	}
+	v, err := binary.ReadVarint(r.r)
+	r.fail(err)
+	return v
+}
+
+// count is a number of records to follow; each takes at least a byte,
+// which bounds it by what a corrupt stream can claim.
+func (r *streamReader) count() int {
+	n := r.uvarint()
+	if n > maxSnapshotField {
+		r.fail(fmt.Errorf("a count of %d", n))
+		return 0
+	}
+	return int(n)
+}
+
+func (r *streamReader) byte() byte {
+	if r.err != nil {
+		return 0
+	}
+	v, err := r.r.ReadByte()
+	r.fail(err)
+	return v
+}
+
+func (r *streamReader) bool() bool { return r.byte() == 1 }
+
+func (r *streamReader) word() uint64 {
+	var b [8]byte
+	if r.err == nil {
+		_, err := io.ReadFull(r.r, b[:])
+		r.fail(err)
+	}
+	return binary.LittleEndian.Uint64(b[:])
+}
+
+func (r *streamReader) bytes() []byte {
+	n := r.uvarint()
+	if r.err != nil {
+		return nil
+	}
+	if n > maxSnapshotField {
+		r.fail(fmt.Errorf("a field of %d bytes", n))
+		return nil
+	}
+	p := make([]byte, n)
+	_, err := io.ReadFull(r.r, p)
+	r.fail(err)
+	return p
+}
+
+func (r *streamReader) string() string { return string(r.bytes()) }
+
+func (r *streamReader) policies() [][]byte {
+	n := r.count()
+	ps := make([][]byte, 0, min(n, 64))
+	for range n {
+		ps = append(ps, r.bytes())
+	}
+	if r.err != nil {
+		return nil
+	}
+	if len(ps) == 0 {
+		return nil
+	}
+	return ps
+}

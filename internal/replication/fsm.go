@@ -52,12 +52,22 @@ type fsm struct {
 	dir       string // for spill files
 	bodies    bodyReader
 
-	// hostMu orders everything that touches the local queues (mirroring
-	// an entry, loading or dropping them on a change of leader) and is
-	// held across that I/O; mu guards st only and is never held across
-	// I/O, so stats never wait for a disk. Lock order: hostMu, then mu.
-	hostMu sync.Mutex
-	active atomic.Bool // leading, and the local queues mirror st; written with hostMu
+	// applyMu orders state changes (Apply, Restore) against a new leader
+	// loading the state into its local queues, which holds it while it
+	// reads bodies back. Lock order: applyMu, then mu. mu guards st and
+	// mirroring and is never held across I/O, so stats never wait for a
+	// disk.
+	applyMu sync.Mutex
+	// local runs every call into the daemon's local queues, one at a time
+	// and in commit order: mirrored entries, loading the state on
+	// election, dropping it on losing the leadership. Apply only hands
+	// entries over, so a publish is answered once it is committed and in
+	// the state, without waiting for the leader's own queue to write it.
+	local     chan func()
+	localDone chan struct{}
+	mirroring bool          // Applies hand entries to local; guarded by mu
+	leadGen   atomic.Uint64 // bumped by every activate and deactivate
+	active    atomic.Bool   // the local queues are loaded: consumers may SUB
 	mu     sync.Mutex
 	st     *state
 	// pins is the oldest log entry each snapshot being persisted reads
@@ -74,7 +84,8 @@ func newFSM(host Host, log *slog.Logger, dir string, logs raft.LogStore) (*fsm, 
 		return nil, err
 	}
 	namesFile := filepath.Join(dir, "topics.json")
-	f := &fsm{host: host, log: log, st: newState(), namesFile: namesFile, dir: dir, bodies: bodyReader{logs}, pins: make(map[*snapshot]uint64)}
+	f := &fsm{host: host, log: log, st: newState(), namesFile: namesFile, dir: dir, bodies: bodyReader{logs}, pins: make(map[*snapshot]uint64),
+		local: make(chan func(), localQueue), localDone: make(chan struct{})}
 	names := map[string]int{}
 	b, err := os.ReadFile(namesFile)
 	switch {
@@ -87,7 +98,26 @@ func newFSM(host Host, log *slog.Logger, dir string, logs raft.LogStore) (*fsm, 
 		}
 	}
 	f.replicated.Store(&names)
+	go f.runLocal()
 	return f, nil
+}
+
+// localQueue is how many committed entries may wait for the local queues
+// before Apply (and so Raft's commits) waits for them.
+const localQueue = 256
+
+func (f *fsm) runLocal() {
+	defer close(f.localDone)
+	for work := range f.local {
+		work()
+	}
+}
+
+// close ends the local worker once what it was given is done; Raft must
+// be shut down (no more Applies) and the fsm deactivated.
+func (f *fsm) close() {
+	close(f.local)
+	<-f.localDone
 }
 
 // Apply implements raft.FSM.
@@ -103,36 +133,39 @@ func (f *fsm) Apply(l *raft.Log) any {
 		f.log.Error("replication: skipping undecodable log entry", "index", l.Index, "err", err)
 		return err
 	}
-	f.hostMu.Lock()
-	defer f.hostMu.Unlock()
+	f.applyMu.Lock()
 	f.mu.Lock()
+	created := e.op == opCreateTopic && f.st.topics[e.topic] == nil
 	f.st.apply(l.Index, e)
 	if e.op == opCreateTopic || e.op == opDeleteTopic {
 		f.publishTopicsLocked()
 	}
 	var mirror func() error
-	if f.active.Load() {
+	if f.mirroring && (e.op != opCreateTopic || created) {
 		mirror = f.mirrorLocked(l.Index, e)
 	}
 	unused := f.st.unused
 	f.st.unused = nil
 	f.mu.Unlock()
+	f.applyMu.Unlock()
 	f.removeSpills(unused)
 	if mirror != nil {
-		if err := mirror(); err != nil {
-			f.log.Error("replication: local queue did not take a committed entry; it is delivered after the next leader change",
-				"topic", e.topic, "channel", e.channel, "index", l.Index, "err", err)
+		f.local <- func() {
+			if err := mirror(); err != nil {
+				f.log.Error("replication: local queue did not take a committed entry; it is delivered after the next leader change",
+					"topic", e.topic, "channel", e.channel, "index", l.Index, "err", err)
+			}
 		}
 	}
 	return nil
 }
 
 // mirrorLocked reads what the local queues need of e from the state and
-// returns the call that gives it to them, to be made without mu.
+// returns the call that gives it to them, to be made by the local worker.
 func (f *fsm) mirrorLocked(index uint64, e *entry) func() error {
 	switch e.op {
-	case opCreateTopic:
-		v, _ := f.st.view(e.topic, f.messages)
+	case opCreateTopic: // a new topic: nothing to load
+		v := TopicView{Name: e.topic, Replicas: e.replicas, Backlog: noMessages}
 		return func() error { return f.host.Adopt(v) }
 	case opDeleteTopic:
 		return func() error { return f.host.Drop(e.topic) }
@@ -182,45 +215,64 @@ func (f *fsm) publishTopicsLocked() {
 func (f *fsm) replicas(topic string) int { return (*f.replicated.Load())[topic] }
 
 // activate loads every replicated topic into the local queues; from then
-// on committed entries are mirrored there.
+// on committed entries are mirrored there. It returns once they are
+// loaded, or once a deactivate came first.
 func (f *fsm) activate() {
-	f.hostMu.Lock()
-	defer f.hostMu.Unlock()
-	if f.active.Load() {
-		return
-	}
-	f.mu.Lock()
-	views := make([]TopicView, 0, len(f.st.topics))
-	for _, name := range f.st.topicNames() {
-		v, _ := f.st.view(name, f.messages)
-		views = append(views, v)
-	}
-	f.mu.Unlock()
-	for _, v := range views {
-		if err := f.host.Adopt(v); err != nil {
-			f.log.Error("replication: loading topic as leader", "topic", v.Name, "err", err)
+	gen := f.leadGen.Add(1)
+	done := make(chan struct{})
+	f.local <- func() {
+		defer close(done)
+		f.applyMu.Lock()
+		defer f.applyMu.Unlock()
+		if f.leadGen.Load() != gen || f.active.Load() {
+			return
 		}
+		f.mu.Lock()
+		views := make([]TopicView, 0, len(f.st.topics))
+		for _, name := range f.st.topicNames() {
+			v, _ := f.st.view(name, f.messages)
+			views = append(views, v)
+		}
+		f.mirroring = true
+		f.mu.Unlock()
+		// Applies wait (applyMu) while the bodies are read back.
+		for _, v := range views {
+			if err := f.host.Adopt(v); err != nil {
+				f.log.Error("replication: loading topic as leader", "topic", v.Name, "err", err)
+			}
+		}
+		f.active.Store(f.leadGen.Load() == gen)
 	}
-	f.active.Store(true)
+	<-done
 }
 
 // deactivate drops the local copies: a node that does not lead serves no
-// consumer of a replicated topic.
+// consumer of a replicated topic. SUBs are refused from the call on; the
+// entries handed over before it reach the local queues first, then the
+// copies go, and it returns.
 func (f *fsm) deactivate() {
-	f.hostMu.Lock()
-	defer f.hostMu.Unlock()
-	if !f.active.Load() {
-		return
-	}
+	f.leadGen.Add(1)
 	f.active.Store(false)
-	f.mu.Lock()
-	names := f.st.topicNames()
-	f.mu.Unlock()
-	for _, name := range names {
-		if err := f.host.Drop(name); err != nil {
-			f.log.Error("replication: dropping local copy", "topic", name, "err", err)
+	done := make(chan struct{})
+	f.local <- func() {
+		defer close(done)
+		f.applyMu.Lock()
+		f.mu.Lock()
+		was := f.mirroring
+		f.mirroring = false
+		names := f.st.topicNames()
+		f.mu.Unlock()
+		f.applyMu.Unlock()
+		if !was {
+			return
+		}
+		for _, name := range names {
+			if err := f.host.Drop(name); err != nil {
+				f.log.Error("replication: dropping local copy", "topic", name, "err", err)
+			}
 		}
 	}
+	<-done
 }
 
 func (f *fsm) isActive() bool { return f.active.Load() }
@@ -257,7 +309,7 @@ func (f *fsm) hasChannel(topic, channel string) bool {
 }
 
 // messages reads a holder's messages back in publication order. Call it
-// with hostMu held: Applies then wait, so the holder does not change
+// with applyMu held: Applies then wait, so the holder does not change
 // under the read (and stats, which only read it, may go on).
 func (f *fsm) messages(h *holder) Messages {
 	return func(yield func([]Message) error) error {
@@ -315,3 +367,6 @@ func (f *fsm) removeSpills(files []*spillFile) {
 		}
 	}
 }
+
+// noMessages is the Messages of a holder known to be empty.
+func noMessages(func([]Message) error) error { return nil }

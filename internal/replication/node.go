@@ -162,6 +162,7 @@ func Start(cfg Config) (*Node, error) {
 	n := &Node{cfg: cfg, fsm: f, store: store, trans: trans, notify: notify}
 	n.raft, err = raft.NewRaft(rc, n.fsm, logs, store.stable, snaps, trans)
 	if err != nil {
+		f.close()
 		trans.Close()
 		store.Close()
 		return nil, fmt.Errorf("starting raft: %w", err)
@@ -169,6 +170,7 @@ func Start(cfg Config) (*Node, error) {
 	existing, err := raft.HasExistingState(logs, store.stable, snaps)
 	if err != nil {
 		n.shutdownRaft()
+		f.close()
 		return nil, err
 	}
 	if !existing {
@@ -178,6 +180,7 @@ func Start(cfg Config) (*Node, error) {
 		}
 		if err := n.raft.BootstrapCluster(raft.Configuration{Servers: servers}).Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
 			n.shutdownRaft()
+			f.close()
 			return nil, fmt.Errorf("bootstrapping cluster: %w", err)
 		}
 	}
@@ -233,7 +236,9 @@ func (n *Node) Close() error {
 	n.cancel()
 	n.wg.Wait()
 	n.fsm.deactivate()
-	return n.shutdownRaft()
+	err := n.shutdownRaft()
+	n.fsm.close()
+	return err
 }
 
 func (n *Node) shutdownRaft() error {

@@ -242,9 +242,12 @@ func (s *snapshot) Release() {
 // bodies written to a new spill file.
 func (f *fsm) Restore(r io.ReadCloser) error {
 	defer r.Close()
-	f.hostMu.Lock()
-	defer f.hostMu.Unlock()
-	if f.active.Load() {
+	f.applyMu.Lock()
+	defer f.applyMu.Unlock()
+	f.mu.Lock()
+	mirroring := f.mirroring
+	f.mu.Unlock()
+	if mirroring {
 		return errors.New("restoring a snapshot while leading")
 	}
 	file, err := createSpill(f.dir)

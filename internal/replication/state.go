@@ -366,7 +366,7 @@ type TopicView struct {
 type Messages func(yield func([]Message) error) error
 
 // view is the topic's state; with a reader, its Messages read the bodies
-// (call them only while the state cannot change: fsm.hostMu).
+// (call them only while the state cannot change: fsm.applyMu).
 func (s *state) view(name string, read func(h *holder) Messages) (TopicView, bool) {
 	t := s.topics[name]
 	if t == nil {

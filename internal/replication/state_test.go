@@ -92,6 +92,7 @@ func newTestFSM(t *testing.T, dir string) *testFSM {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(f.close)
 	return &testFSM{fsm: f, logs: logs}
 }
 
@@ -140,8 +141,8 @@ func readAll(t *testing.T, m Messages) []Message {
 
 func (f *testFSM) dump(t *testing.T) []dump {
 	t.Helper()
-	f.hostMu.Lock()
-	defer f.hostMu.Unlock()
+	f.applyMu.Lock()
+	defer f.applyMu.Unlock()
 	var out []dump
 	for _, name := range f.st.topicNames() {
 		v, _ := f.st.view(name, f.messages)

@@ -68,8 +68,8 @@ type fsm struct {
 	mirroring bool          // Applies hand entries to local; guarded by mu
 	leadGen   atomic.Uint64 // bumped by every activate and deactivate
 	active    atomic.Bool   // the local queues are loaded: consumers may SUB
-	mu     sync.Mutex
-	st     *state
+	mu        sync.Mutex
+	st        *state
 	// pins is the oldest log entry each snapshot being persisted reads
 	// bodies from.
 	pins map[*snapshot]uint64

@@ -142,6 +142,9 @@ func TestReplicatedTopicInProcess(t *testing.T) {
 		t.Fatalf("DPUB through a follower: %v", err)
 	}
 	follower.mustDo("POST", "/pub?topic="+topic, "http", 200)
+	// Creating it again changes nothing (the leader does not load its
+	// messages a second time).
+	follower.mustDo("POST", "/topic/create?replicas=3&topic="+topic, "", 200)
 
 	raw := dialV2(t, follower.tcp)
 	raw.send("SUB " + topic + " c")
@@ -163,6 +166,9 @@ func TestReplicatedTopicInProcess(t *testing.T) {
 		}
 		return true
 	})
+	if n := s.received(); n != 52 {
+		t.Fatalf("%d deliveries of 52 messages", n)
+	}
 	for _, d := range nodes {
 		ts := d.topicStats(topic)
 		if ts.Replication == nil || ts.Replication.Replicas != 3 || ts.Replication.Leader != leader.tcp {

@@ -21,6 +21,9 @@ import (
 // changes nothing. A POST answers once the policy is stored on disk.
 
 func (s *httpServer) getTopicPolicy(_ http.ResponseWriter, r *http.Request, _ httprouter.Params) (any, error) {
+	if p, handled, err := s.replicatedPolicyView(r, false); handled {
+		return p, err
+	}
 	t, err := s.existingTopic(r, true)
 	if err != nil {
 		return nil, err
@@ -50,6 +53,9 @@ func (s *httpServer) postTopicPolicy(_ http.ResponseWriter, r *http.Request, _ h
 }
 
 func (s *httpServer) getChannelPolicy(_ http.ResponseWriter, r *http.Request, _ httprouter.Params) (any, error) {
+	if p, handled, err := s.replicatedPolicyView(r, true); handled {
+		return p, err
+	}
 	_, ch, err := s.existingChannel(r)
 	if err != nil {
 		return nil, err
@@ -112,6 +118,54 @@ func (s *httpServer) replicatedPolicy(r *http.Request, forChannel bool) (handled
 		}
 	}
 	return true, nil, nil
+}
+
+// replicatedPolicyView answers a GET of a replicated topic's or channel's
+// policy on a node that does not lead it (and so has no local copy) from
+// the replicated patches, as the leader's queues resolve them.
+func (s *httpServer) replicatedPolicyView(r *http.Request, forChannel bool) (any, bool, error) {
+	q := r.URL.Query()
+	topic := q.Get("topic")
+	rep := s.n.replicated(topic)
+	if rep == nil || rep.Leading() {
+		return nil, false, nil
+	}
+	v, ok := rep.Topic(topic)
+	if !ok {
+		return nil, false, nil
+	}
+	defaults := s.n.qcfg.policyDefaults
+	topicOwn, err := foldPatches(v.Policies, false, topic)
+	if err != nil {
+		return nil, true, err
+	}
+	if !forChannel {
+		return resolveTopicPolicy(topicOwn, defaults).topicView(), true, nil
+	}
+	channel := q.Get("channel")
+	for _, cv := range v.Channels {
+		if cv.Name == channel {
+			own, err := foldPatches(cv.Policies, true, topic)
+			if err != nil {
+				return nil, true, err
+			}
+			return resolvePolicy(topic, own, topicOwn, defaults).channelView(), true, nil
+		}
+	}
+	return nil, true, apiErr(http.StatusNotFound, "CHANNEL_NOT_FOUND")
+}
+
+// foldPatches is a queue's own settings after its committed patches.
+func foldPatches(patches [][]byte, forChannel bool, topic string) (*policySettings, error) {
+	var own *policySettings
+	for _, p := range patches {
+		next, err := parsePolicyPatch(p, own, forChannel, topic)
+		if err != nil {
+			return nil, policyErr(err)
+		}
+		own = next
+	}
+	return own, nil
 }
 
 func readPolicyBody(r *http.Request) ([]byte, error) {

@@ -427,6 +427,20 @@ func TestReplicatedTouchAndEmpty(t *testing.T) {
 		return ok && cs.Depth == 0
 	})
 	follower.mustDo("POST", "/topic/empty?topic="+topic, "", 200)
+
+	// A follower answers GET policy from the replicated patches, as the
+	// leader's queues resolve them.
+	follower.mustDo("POST", "/topic/policy?topic="+topic, `{"max_bytes": 1000000, "overflow": "reject_new"}`, 200)
+	follower.mustDo("POST", "/channel/policy?topic="+topic+"&channel=c", `{"max_msgs": 5, "max_attempts": 3}`, 200)
+	for _, path := range []string{"/topic/policy?topic=" + topic, "/channel/policy?topic=" + topic + "&channel=c"} {
+		testutil.WaitFor(t, "the same "+path+" on the follower and the leader", 30*time.Second, func() bool {
+			return follower.mustDo("GET", path, "", 200) == next.mustDo("GET", path, "", 200)
+		})
+	}
+	if got := follower.mustDo("GET", "/channel/policy?topic="+topic+"&channel=c", "", 200); !strings.Contains(got, `"max_attempts":3`) || !strings.Contains(got, `"max_bytes":1000000`) {
+		t.Fatalf("channel policy on a follower: %s", got)
+	}
+	follower.mustDo("GET", "/channel/policy?topic="+topic+"&channel=nope", "", 404)
 }
 
 // latestSnapshotIndex is the highest raft index of the snapshots in dir

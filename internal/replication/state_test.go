@@ -2,10 +2,12 @@ package replication
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"log/slog"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -402,5 +404,51 @@ func TestLogKeepsHeldEntries(t *testing.T) {
 	}
 	if first, _ := st.log.FirstIndex(); first != 8 {
 		t.Fatalf("first index %d once nothing is held, want 8", first)
+	}
+}
+
+// BenchmarkStateMemory reports what the replicated state costs per held
+// message (bodies are not in it): for single-message publishes and for
+// MPUBs of 200, with one channel and with four.
+func BenchmarkStateMemory(b *testing.B) {
+	for _, tc := range []struct {
+		name            string
+		batch, channels int
+	}{{"PUB/1ch", 1, 1}, {"PUB/4ch", 1, 4}, {"MPUB200/1ch", 200, 1}, {"MPUB200/4ch", 200, 4}} {
+		b.Run(tc.name, func(b *testing.B) {
+			const messages = 200_000
+			bodies := make([][]byte, tc.batch)
+			for i := range bodies {
+				bodies[i] = make([]byte, 200)
+			}
+			for range b.N {
+				s := newState()
+				s.apply(1, &entry{op: opCreateTopic, topic: "t", replicas: 3})
+				for c := range tc.channels {
+					s.apply(uint64(2+c), &entry{op: opCreateChannel, topic: "t", channel: fmt.Sprint(c)})
+				}
+				runtime.GC()
+				var before, after runtime.MemStats
+				runtime.ReadMemStats(&before)
+				for i := 0; i < messages/tc.batch; i++ {
+					s.apply(uint64(10+i), &entry{op: opPublish, topic: "t", ts: 1, bodies: bodies})
+				}
+				// Every channel finishes one message of each batch of
+				// several, so that batches carry their bitsets.
+				if tc.batch > 1 {
+					for c := range tc.channels {
+						acks := make([]ack, 0, messages/tc.batch)
+						for i := 0; i < messages/tc.batch; i++ {
+							acks = append(acks, ack{seq: seqOf(uint64(10+i), 0)})
+						}
+						s.apply(0, &entry{op: opFinish, topic: "t", channel: fmt.Sprint(c), acks: acks})
+					}
+				}
+				runtime.GC()
+				runtime.ReadMemStats(&after)
+				b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/messages, "heap-B/msg")
+				runtime.KeepAlive(s)
+			}
+		})
 	}
 }

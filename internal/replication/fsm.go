@@ -311,19 +311,19 @@ func (f *fsm) hasChannel(topic, channel string) bool {
 // messages reads a holder's messages back in publication order. Call it
 // with applyMu held: Applies then wait, so the holder does not change
 // under the read (and stats, which only read it, may go on).
-func (f *fsm) messages(h *holder) Messages {
+func (f *fsm) messages(t *topicState, h *holder) Messages {
 	return func(yield func([]Message) error) error {
 		var out []Message
-		for _, index := range sortedKeys(h.batches) {
-			hb := h.batches[index]
-			bodies, err := f.bodies.bodies(hb.b)
+		for _, index := range sortedKeys(h.left) {
+			b := t.batches[index]
+			bodies, err := f.bodies.bodies(b)
 			if err != nil {
 				return err
 			}
-			for i := range hb.b.n {
-				if hb.has(i) {
+			for i := range b.n {
+				if h.holds(index, b, i) {
 					seq := seqOf(index, i)
-					out = append(out, Message{ID: wireID(seq), Body: bodies[i], Timestamp: hb.b.ts, Due: h.due(hb.b, seq)})
+					out = append(out, Message{ID: wireID(seq), Body: bodies[i], Timestamp: b.ts, Due: h.due(b, seq)})
 				}
 			}
 			if len(out) >= yieldBatch {

@@ -65,9 +65,9 @@ type snapHolder struct {
 }
 
 func snapHolderOf(h *holder) snapHolder {
-	s := snapHolder{held: make(map[uint64][]uint64, len(h.batches)), dues: maps.Clone(h.dues)}
-	for index, hb := range h.batches {
-		s.held[index] = slices.Clone(hb.gone)
+	s := snapHolder{held: make(map[uint64][]uint64, len(h.left)), dues: maps.Clone(h.dues)}
+	for index := range h.left {
+		s.held[index] = slices.Clone(h.gone[index])
 	}
 	return s
 }
@@ -309,7 +309,7 @@ func readSnapshot(r *streamReader, spill *spillWriter) (*state, error) {
 		for _, h := range holders {
 			for range r.count() {
 				seq, due := r.uvarint(), r.varint()
-				h.setDue(seq, due)
+				h.setDue(t, seq, due)
 			}
 		}
 		if r.err != nil {
@@ -338,7 +338,8 @@ func readBatch(r *streamReader, spill *spillWriter, t *topicState, holders []*ho
 	b.n = int(n)
 	words := (b.n + 63) / 64
 	for _, h := range holders {
-		hb := &holding{b: b, left: b.n}
+		left := b.n
+		var gone []uint64
 		switch r.byte() {
 		case heldNone:
 			continue
@@ -347,22 +348,25 @@ func readBatch(r *streamReader, spill *spillWriter, t *topicState, holders []*ho
 			if r.uvarint() != uint64(words) {
 				return fmt.Errorf("batch %d: a bitset of the wrong size", b.index)
 			}
-			hb.gone = make([]uint64, words)
-			for k := range hb.gone {
-				hb.gone[k] = r.word()
+			gone = make([]uint64, words)
+			for k := range gone {
+				gone[k] = r.word()
 			}
-			hb.left -= popcount(hb.gone)
+			left -= popcount(gone)
 		default:
 			return fmt.Errorf("batch %d: holder tag not known", b.index)
 		}
 		if r.err != nil {
 			return r.err
 		}
-		if hb.left <= 0 {
+		if left <= 0 {
 			return fmt.Errorf("batch %d: a holder that holds none of it", b.index)
 		}
-		h.batches[b.index] = hb
-		h.count += hb.left
+		h.left[b.index] = int32(left)
+		if gone != nil {
+			h.gone[b.index] = gone
+		}
+		h.count += left
 		b.holders++
 	}
 	if b.holders == 0 {
@@ -384,11 +388,9 @@ func readBatch(r *streamReader, spill *spillWriter, t *topicState, holders []*ho
 		}
 	}
 	for _, h := range holders {
-		if hb := h.batches[b.index]; hb != nil {
-			for i := range b.n {
-				if hb.has(i) && !have[i] {
-					return fmt.Errorf("batch %d: message %d is held but has no body", b.index, i)
-				}
+		for i := range b.n {
+			if h.holds(b.index, b, i) && !have[i] {
+				return fmt.Errorf("batch %d: message %d is held but has no body", b.index, i)
 			}
 		}
 	}

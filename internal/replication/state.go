@@ -38,29 +38,28 @@ type spillRef struct {
 	size int64
 }
 
-// holding is one holder's share of a batch: how many of its messages the
-// holder still has, and which it no longer has (a bitset by offset,
-// allocated on the first FIN of a batch of several messages).
-type holding struct {
-	b    *batch
-	left int
-	gone []uint64
-}
-
-func (h *holding) has(i int) bool {
-	return i < h.b.n && (h.gone == nil || h.gone[i/64]&(1<<(i%64)) == 0)
-}
-
 // holder is a channel's unfinished messages, or a topic's backlog. Its
-// cost is a small record per publish entry it holds part of and a bit per
-// message, whatever the bodies' size.
+// cost is a map entry per publish entry it holds part of, and a bit per
+// message for an entry it holds only part of, whatever the bodies' size.
 type holder struct {
-	batches map[uint64]*holding // by raft index
-	count   int                 // messages held
-	dues    map[uint64]int64    // by seq: due times set by REQ or TOUCH
+	left  map[uint64]int32    // raft index → how many of the batch's messages it still has
+	gone  map[uint64][]uint64 // raft index → bitset of the offsets it no longer has (partly held batches)
+	count int                 // messages held
+	dues  map[uint64]int64    // by seq: due times set by REQ or TOUCH
 }
 
-func newHolder() *holder { return &holder{batches: make(map[uint64]*holding)} }
+func newHolder() *holder {
+	return &holder{left: make(map[uint64]int32), gone: make(map[uint64][]uint64)}
+}
+
+// holds reports whether the holder has message i of batch b (at index).
+func (h *holder) holds(index uint64, b *batch, i int) bool {
+	if b == nil || i >= b.n || h.left[index] == 0 {
+		return false
+	}
+	g := h.gone[index]
+	return g == nil || g[i/64]&(1<<(i%64)) == 0
+}
 
 type channelState struct {
 	paused   bool
@@ -206,9 +205,9 @@ func (s *state) apply(index uint64, e *entry) {
 			}
 		}
 	case opRequeue, opTouch:
-		if _, c := s.channel(e); c != nil {
+		if t, c := s.channel(e); c != nil {
 			for _, a := range e.acks {
-				c.held.setDue(a.seq, a.due)
+				c.held.setDue(t, a.seq, a.due)
 			}
 		}
 	case opNode:
@@ -245,19 +244,14 @@ func (s *state) publish(index uint64, e *entry) {
 
 // add gives the holder all of b's messages.
 func (h *holder) add(b *batch) {
-	h.batches[b.index] = &holding{b: b, left: b.n}
+	h.left[b.index] = int32(b.n)
 	h.count += b.n
 	b.holders++
 }
 
-func (h *holder) has(seq uint64) bool {
+func (h *holder) setDue(t *topicState, seq uint64, due int64) {
 	index, i := splitSeq(seq)
-	hb := h.batches[index]
-	return hb != nil && hb.has(i)
-}
-
-func (h *holder) setDue(seq uint64, due int64) {
-	if !h.has(seq) {
+	if !h.holds(index, t.batches[index], i) {
 		return
 	}
 	if h.dues == nil {
@@ -287,29 +281,35 @@ func (s *state) channel(e *entry) (*topicState, *channelState) {
 // forgotten.
 func (s *state) finish(t *topicState, h *holder, seq uint64) {
 	index, i := splitSeq(seq)
-	hb := h.batches[index]
-	if hb == nil || !hb.has(i) {
+	b := t.batches[index]
+	if !h.holds(index, b, i) {
 		return
 	}
 	delete(h.dues, seq)
 	h.count--
-	if hb.left--; hb.left == 0 {
-		delete(h.batches, index)
-		s.unhold(t, hb.b)
+	left := h.left[index] - 1
+	if left == 0 {
+		delete(h.left, index)
+		delete(h.gone, index)
+		s.unhold(t, b)
 		return
 	}
-	if hb.gone == nil {
-		hb.gone = make([]uint64, (hb.b.n+63)/64)
+	h.left[index] = left
+	g := h.gone[index]
+	if g == nil {
+		g = make([]uint64, (b.n+63)/64)
+		h.gone[index] = g
 	}
-	hb.gone[i/64] |= 1 << (i % 64)
+	g[i/64] |= 1 << (i % 64)
 }
 
 // release empties the holder.
 func (s *state) release(t *topicState, h *holder) {
-	for index, hb := range h.batches {
-		delete(h.batches, index)
-		s.unhold(t, hb.b)
+	for index := range h.left {
+		s.unhold(t, t.batches[index])
 	}
+	clear(h.left)
+	clear(h.gone)
 	h.count = 0
 	h.dues = nil
 }
@@ -367,19 +367,19 @@ type Messages func(yield func([]Message) error) error
 
 // view is the topic's state; with a reader, its Messages read the bodies
 // (call them only while the state cannot change: fsm.applyMu).
-func (s *state) view(name string, read func(h *holder) Messages) (TopicView, bool) {
+func (s *state) view(name string, read func(t *topicState, h *holder) Messages) (TopicView, bool) {
 	t := s.topics[name]
 	if t == nil {
 		return TopicView{}, false
 	}
 	v := TopicView{Name: name, Replicas: t.replicas, Paused: t.paused, Depth: t.backlog.count, Policies: t.policies}
 	if read != nil {
-		v.Backlog = read(t.backlog)
+		v.Backlog = read(t, t.backlog)
 	}
 	for name, c := range t.channels {
 		cv := ChannelView{Name: name, Paused: c.paused, Depth: c.held.count, Policies: c.policies}
 		if read != nil {
-			cv.Messages = read(c.held)
+			cv.Messages = read(t, c.held)
 		}
 		v.Channels = append(v.Channels, cv)
 	}

@@ -162,7 +162,7 @@ func (s *Subscription) Requeue(id MessageID, delay time.Duration) error {
 		if delay > 0 {
 			due = time.Now().Add(delay).UnixNano()
 		}
-		r.Requeued(ch.topicName, ch.name, id, due)
+		r.Requeued(ch.topicName, ch.name, id, due, m.Attempts)
 	}
 	if delay > 0 {
 		ch.deferLocked(m, ch.cfg.now()+int64(delay))
@@ -194,7 +194,7 @@ func (s *Subscription) Touch(id MessageID) error {
 	m.Due = deadline
 	s.flight.insert(m)
 	if r := ch.repl.Load(); r != nil {
-		r.Touched(ch.topicName, ch.name, id, time.Now().Add(time.Duration(deadline-ch.cfg.now())).UnixNano())
+		r.Touched(ch.topicName, ch.name, id, time.Now().Add(time.Duration(deadline-ch.cfg.now())).UnixNano(), m.Attempts)
 	}
 	return nil
 }

@@ -185,6 +185,7 @@ func localMessages(in []replication.Message) []*Message {
 		msgs[i].Body = m.Body
 		msgs[i].Timestamp = m.Timestamp
 		msgs[i].deferUntil = m.Due
+		msgs[i].Attempts = m.Attempts
 	}
 	return msgs
 }

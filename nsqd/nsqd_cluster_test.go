@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -394,8 +395,17 @@ func TestReplicatedTouchAndEmpty(t *testing.T) {
 		return code == 200
 	})
 	s := newSink()
-	newConsumer(t, next.tcp, topic, "c", nsqConfig(), s)
+	var heldAttempts atomic.Uint32
+	newConsumer(t, next.tcp, topic, "c", nsqConfig(), nsq.HandlerFunc(func(m *nsq.Message) error {
+		if string(m.Body) == "held" {
+			heldAttempts.Store(uint32(m.Attempts))
+		}
+		return s.HandleMessage(m)
+	}))
 	testutil.WaitFor(t, "the touched message delivered by the new leader", 30*time.Second, func() bool { return s.has([]string{"held", "fresh"}) })
+	if n := heldAttempts.Load(); n != 2 {
+		t.Fatalf("the touched message came back as attempt %d; it was delivered once before", n)
+	}
 	if at := s.firstSeen("held"); at.Sub(touchedAt) < msgTimeout {
 		t.Fatalf("the touched message came back %v after its TOUCH; its deadline was %v after", at.Sub(touchedAt), msgTimeout)
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 )
 
 // op is what a log entry does.
@@ -25,10 +26,12 @@ const (
 )
 
 // ack names one message of a channel in a FIN, REQ or TOUCH batch; due is
-// a REQ's new due time or a TOUCH's new deadline (unix ns).
+// a REQ's new due time or a TOUCH's new deadline (unix ns), attempts how
+// many times the message had been delivered then.
 type ack struct {
-	seq uint64
-	due int64
+	seq      uint64
+	due      int64
+	attempts uint16
 }
 
 // entry is one command of the replicated log. Which fields mean something
@@ -50,8 +53,9 @@ type entry struct {
 }
 
 // entryVersion is the first byte of every entry, so that the format can
-// change without misreading old logs.
-const entryVersion = 1
+// change without misreading old logs. Version 2 added REQ's and TOUCH's
+// attempts; version 1 entries are still read.
+const entryVersion = 2
 
 func (e *entry) encode() []byte {
 	size := 32 + len(e.topic) + len(e.channel)
@@ -81,6 +85,7 @@ func (e *entry) encode() []byte {
 			b = binary.AppendUvarint(b, a.seq)
 			if e.op != opFinish {
 				b = binary.AppendVarint(b, a.due)
+				b = binary.AppendUvarint(b, uint64(a.attempts))
 			}
 		}
 	case opNode:
@@ -168,8 +173,9 @@ func (d *decoder) byte() byte {
 // must therefore not reuse.
 func decodeEntry(data []byte) (*entry, error) {
 	d := &decoder{b: data}
-	if v := d.byte(); d.err == nil && v != entryVersion {
-		return nil, fmt.Errorf("entry version %d not known", v)
+	version := d.byte()
+	if d.err == nil && (version < 1 || version > entryVersion) {
+		return nil, fmt.Errorf("entry version %d not known", version)
 	}
 	e := &entry{op: op(d.byte())}
 	e.topic = string(d.bytes())
@@ -201,6 +207,9 @@ func decodeEntry(data []byte) (*entry, error) {
 			e.acks[i].seq = d.uvarint()
 			if e.op != opFinish {
 				e.acks[i].due = d.varint()
+				if version >= 2 {
+					e.acks[i].attempts = uint16(min(d.uvarint(), math.MaxUint16))
+				}
 			}
 		}
 	case opNode:

@@ -322,8 +322,9 @@ func (f *fsm) messages(t *topicState, h *holder) Messages {
 			}
 			for i := range b.n {
 				if h.holds(index, b, i) {
-					seq := seqOf(index, i)
-					out = append(out, Message{ID: wireID(seq), Body: bodies[i], Timestamp: b.ts, Due: h.due(b, seq)})
+					m := h.message(index, b, i)
+					m.Body = bodies[i]
+					out = append(out, m)
 				}
 			}
 			if len(out) >= yieldBatch {

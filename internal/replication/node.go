@@ -462,10 +462,10 @@ func (n *Node) Finished(topic, channel string, id [16]byte) {
 }
 
 // Requeued records a REQ, so that a deferred requeue keeps its due time
-// (unix ns) across a failover.
-func (n *Node) Requeued(topic, channel string, id [16]byte, due int64) {
+// (unix ns), and the message its attempts, across a failover.
+func (n *Node) Requeued(topic, channel string, id [16]byte, due int64, attempts uint16) {
 	if seq, ok := parseID(id); ok {
-		n.acks.add(opRequeue, topic, channel, ack{seq: seq, due: due})
+		n.acks.add(opRequeue, topic, channel, ack{seq: seq, due: due, attempts: attempts})
 	}
 }
 
@@ -473,9 +473,9 @@ func (n *Node) Requeued(topic, channel string, id [16]byte, due int64) {
 // again before deadline (unix ns), as the old leader would not have
 // before its timeout, so a consumer still working on it is not raced by
 // a second one sooner than NSQ allows.
-func (n *Node) Touched(topic, channel string, id [16]byte, deadline int64) {
+func (n *Node) Touched(topic, channel string, id [16]byte, deadline int64, attempts uint16) {
 	if seq, ok := parseID(id); ok {
-		n.acks.add(opTouch, topic, channel, ack{seq: seq, due: deadline})
+		n.acks.add(opTouch, topic, channel, ack{seq: seq, due: deadline, attempts: attempts})
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"slices"
 
 	"github.com/hashicorp/raft"
@@ -25,7 +26,7 @@ import (
 //	    per holder (the backlog, then the channels in order): 0 holds none,
 //	      1 holds all, 2 a bitset (8-byte words) of the ones it no longer holds
 //	    bodies of messages some holder has: (offset+1, body)…, then 0
-//	  per holder: due times set by REQ or TOUCH: count, then (seq, due)
+//	  per holder: what REQ or TOUCH said: count, then (seq, due, attempts)
 //
 // Integers are varints; strings and bodies are length-prefixed.
 const snapshotVersion = 2
@@ -60,12 +61,12 @@ type snapChannel struct {
 }
 
 type snapHolder struct {
-	held map[uint64][]uint64 // raft index → gone bitset (nil: all held)
-	dues map[uint64]int64
+	held  map[uint64][]uint64 // raft index → gone bitset (nil: all held)
+	marks map[uint64]mark
 }
 
 func snapHolderOf(h *holder) snapHolder {
-	s := snapHolder{held: make(map[uint64][]uint64, len(h.left)), dues: maps.Clone(h.dues)}
+	s := snapHolder{held: make(map[uint64][]uint64, len(h.left)), marks: maps.Clone(h.marks)}
 	for index := range h.left {
 		s.held[index] = slices.Clone(h.gone[index])
 	}
@@ -164,10 +165,11 @@ func (s *snapshot) write(w *streamWriter) error {
 			}
 		}
 		for _, h := range t.holders {
-			w.uvarint(uint64(len(h.dues)))
-			for _, seq := range sortedKeys(h.dues) {
+			w.uvarint(uint64(len(h.marks)))
+			for _, seq := range sortedKeys(h.marks) {
 				w.uvarint(seq)
-				w.varint(h.dues[seq])
+				w.varint(h.marks[seq].due)
+				w.uvarint(uint64(h.marks[seq].attempts))
 			}
 		}
 		if w.err != nil {
@@ -308,8 +310,8 @@ func readSnapshot(r *streamReader, spill *spillWriter) (*state, error) {
 		}
 		for _, h := range holders {
 			for range r.count() {
-				seq, due := r.uvarint(), r.varint()
-				h.setDue(t, seq, due)
+				seq, due, attempts := r.uvarint(), r.varint(), r.uvarint()
+				h.setMark(t, seq, mark{due, uint16(min(attempts, math.MaxUint16))})
 			}
 		}
 		if r.err != nil {

@@ -6,13 +6,15 @@ import (
 )
 
 // Message is one replicated message as the daemon sees it: its wire ID
-// (the same on every node), body, publish time and, for a deferred one,
-// when it is due (unix ns; 0 when ready).
+// (the same on every node), body, publish time, for a deferred one when
+// it is due (unix ns; 0 when ready), and the deliveries known from its
+// last REQ or TOUCH.
 type Message struct {
 	ID        [16]byte
 	Body      []byte
 	Timestamp int64
 	Due       int64
+	Attempts  uint16
 }
 
 // batch is one publish entry's messages. The state keeps no bodies: they
@@ -45,7 +47,14 @@ type holder struct {
 	left  map[uint64]int32    // raft index → how many of the batch's messages it still has
 	gone  map[uint64][]uint64 // raft index → bitset of the offsets it no longer has (partly held batches)
 	count int                 // messages held
-	dues  map[uint64]int64    // by seq: due times set by REQ or TOUCH
+	marks map[uint64]mark     // by seq: what the last REQ or TOUCH said
+}
+
+// mark is what a REQ or TOUCH said of a held message: when it may be
+// delivered again, and how many times it had been.
+type mark struct {
+	due      int64
+	attempts uint16
 }
 
 func newHolder() *holder {
@@ -207,7 +216,7 @@ func (s *state) apply(index uint64, e *entry) {
 	case opRequeue, opTouch:
 		if t, c := s.channel(e); c != nil {
 			for _, a := range e.acks {
-				c.held.setDue(t, a.seq, a.due)
+				c.held.setMark(t, a.seq, mark{a.due, a.attempts})
 			}
 		}
 	case opNode:
@@ -249,23 +258,25 @@ func (h *holder) add(b *batch) {
 	b.holders++
 }
 
-func (h *holder) setDue(t *topicState, seq uint64, due int64) {
+func (h *holder) setMark(t *topicState, seq uint64, m mark) {
 	index, i := splitSeq(seq)
 	if !h.holds(index, t.batches[index], i) {
 		return
 	}
-	if h.dues == nil {
-		h.dues = make(map[uint64]int64)
+	if h.marks == nil {
+		h.marks = make(map[uint64]mark)
 	}
-	h.dues[seq] = due
+	h.marks[seq] = m
 }
 
-// due is when the held message seq of batch b may be delivered.
-func (h *holder) due(b *batch, seq uint64) int64 {
-	if d, ok := h.dues[seq]; ok {
-		return d
+// message is the held message i of batch b (at index), without its body.
+func (h *holder) message(index uint64, b *batch, i int) Message {
+	seq := seqOf(index, i)
+	m := Message{ID: wireID(seq), Timestamp: b.ts, Due: b.due}
+	if mk, ok := h.marks[seq]; ok {
+		m.Due, m.Attempts = mk.due, mk.attempts
 	}
-	return b.due
+	return m
 }
 
 // channel is the topic and channel e names; nil when either is gone.
@@ -285,7 +296,7 @@ func (s *state) finish(t *topicState, h *holder, seq uint64) {
 	if !h.holds(index, b, i) {
 		return
 	}
-	delete(h.dues, seq)
+	delete(h.marks, seq)
 	h.count--
 	left := h.left[index] - 1
 	if left == 0 {
@@ -311,7 +322,7 @@ func (s *state) release(t *topicState, h *holder) {
 	clear(h.left)
 	clear(h.gone)
 	h.count = 0
-	h.dues = nil
+	h.marks = nil
 }
 
 func (s *state) unhold(t *topicState, b *batch) {

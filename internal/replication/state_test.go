@@ -23,8 +23,8 @@ func TestEntryRoundTrip(t *testing.T) {
 		{op: opPause, topic: "t", channel: "c", paused: true},
 		{op: opPublish, topic: "t", ts: 12345, deferFor: 678, bodies: [][]byte{[]byte("a"), {}, []byte("ccc")}},
 		{op: opFinish, topic: "t", channel: "c", acks: []ack{{seq: 1}, {seq: 1 << 40}}},
-		{op: opRequeue, topic: "t", channel: "c", acks: []ack{{seq: 7, due: 99}, {seq: 8, due: -1}}},
-		{op: opTouch, topic: "t", channel: "c", acks: []ack{{seq: 9, due: 1 << 62}}},
+		{op: opRequeue, topic: "t", channel: "c", acks: []ack{{seq: 7, due: 99, attempts: 2}, {seq: 8, due: -1}}},
+		{op: opTouch, topic: "t", channel: "c", acks: []ack{{seq: 9, due: 1 << 62, attempts: 65535}}},
 		{op: opEmpty, topic: "t", channel: "c"},
 		{op: opPolicy, topic: "t", policy: []byte(`{"max_bytes":1}`)},
 		{op: opNode, node: "127.0.0.1:1", tcp: "127.0.0.1:2", http: "127.0.0.1:3"},
@@ -49,9 +49,25 @@ func TestEntryRoundTrip(t *testing.T) {
 	}
 }
 
+// Entries written before attempts were replicated (version 1) still read.
+func TestEntryVersion1(t *testing.T) {
+	v1 := []byte{1, byte(opRequeue), 1, 't', 1, 'c', 1, 7, 2 * 9} // due 9, zigzag
+	e, err := decodeEntry(v1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &entry{op: opRequeue, topic: "t", channel: "c", acks: []ack{{seq: 7, due: 9}}}
+	if !reflect.DeepEqual(e, want) {
+		t.Fatalf("decoded %+v, want %+v", e, want)
+	}
+	if _, err := decodeEntry([]byte{3, byte(opRequeue)}); err == nil {
+		t.Fatal("an entry of a version not known was decoded")
+	}
+}
+
 func FuzzDecodeEntry(f *testing.F) {
 	f.Add((&entry{op: opPublish, topic: "t", bodies: [][]byte{[]byte("x")}}).encode())
-	f.Add((&entry{op: opRequeue, topic: "t", channel: "c", acks: []ack{{1, 2}}}).encode())
+	f.Add((&entry{op: opRequeue, topic: "t", channel: "c", acks: []ack{{seq: 1, due: 2, attempts: 3}}}).encode())
 	f.Fuzz(func(t *testing.T, b []byte) {
 		e, err := decodeEntry(b)
 		if err != nil {
@@ -211,7 +227,7 @@ func TestStateFanOutFinishAndBacklog(t *testing.T) {
 	early := seqOfID(t, a.Messages[0])
 	f.commit(t,
 		&entry{op: opFinish, topic: "t", channel: "a", acks: []ack{{seq: x}, {seq: early}, {seq: 999}}},
-		&entry{op: opRequeue, topic: "t", channel: "b", acks: []ack{{seq: yy, due: 1000}}},
+		&entry{op: opRequeue, topic: "t", channel: "b", acks: []ack{{seq: yy, due: 1000, attempts: 4}}},
 		&entry{op: opTouch, topic: "t", channel: "a", acks: []ack{{seq: zzz, due: 2000}, {seq: x, due: 3000}}}, // x is FIN'd on a
 	)
 	d = f.dump(t)
@@ -219,7 +235,7 @@ func TestStateFanOutFinishAndBacklog(t *testing.T) {
 	if got := bodiesOf(a.Messages); !reflect.DeepEqual(got, []string{"yy", "zzz"}) || a.Messages[1].Due != 2000 || a.Messages[0].Due != 25 {
 		t.Fatalf("a after FIN and TOUCH: %+v", a.Messages)
 	}
-	if got := bodiesOf(b.Messages); !reflect.DeepEqual(got, []string{"x", "yy", "zzz"}) || b.Messages[1].Due != 1000 {
+	if got := bodiesOf(b.Messages); !reflect.DeepEqual(got, []string{"x", "yy", "zzz"}) || b.Messages[1].Due != 1000 || b.Messages[1].Attempts != 4 {
 		t.Fatalf("b after REQ: %+v", b.Messages)
 	}
 	if k := f.keepIndex(); k != 5 {
@@ -300,7 +316,7 @@ func TestSnapshotRestore(t *testing.T) {
 	f.commit(t,
 		&entry{op: opFinish, topic: "u", channel: "c", acks: []ack{{seq: d1}, {seq: seqOf(9, 0)}, {seq: seqOf(9, 129)}}},
 		&entry{op: opFinish, topic: "u", channel: "d", acks: []ack{{seq: seqOf(9, 1)}}},
-		&entry{op: opRequeue, topic: "u", channel: "d", acks: []ack{{seq: seqOf(9, 70), due: 77}}},
+		&entry{op: opRequeue, topic: "u", channel: "d", acks: []ack{{seq: seqOf(9, 70), due: 77, attempts: 9}}},
 	)
 	want := f.dump(t)
 

@@ -77,7 +77,7 @@ func (e *entry) encode() []byte {
 		b = binary.AppendVarint(b, e.deferFor)
 		b = binary.AppendUvarint(b, uint64(len(e.bodies)))
 		for _, body := range e.bodies {
-			b = appendString(b, string(body))
+			b = appendBytes(b, body)
 		}
 	case opFinish, opRequeue, opTouch:
 		b = binary.AppendUvarint(b, uint64(len(e.acks)))
@@ -108,6 +108,11 @@ func boolByte(v bool) byte {
 func appendString(b []byte, s string) []byte {
 	b = binary.AppendUvarint(b, uint64(len(s)))
 	return append(b, s...)
+}
+
+func appendBytes(b, p []byte) []byte {
+	b = binary.AppendUvarint(b, uint64(len(p)))
+	return append(b, p...)
 }
 
 var errShort = errors.New("entry truncated")

@@ -63,6 +63,14 @@ type Config struct {
 	ElectionTimeout  time.Duration
 }
 
+// publishInFlight is how many publish entries of one topic may be in
+// flight before further publishes to it wait to share an entry, and
+// publishGroupBytes about the most body bytes such an entry gathers.
+const (
+	publishInFlight   = 2
+	publishGroupBytes = 1 << 20
+)
+
 // logCacheEntries is how many recent log entries Raft keeps in memory to
 // send to followers without reading the log file; a publish entry holds up
 // to a whole MPUB, so this is kept small.
@@ -84,6 +92,7 @@ type Node struct {
 	trans  *raft.NetworkTransport
 	notify chan bool
 	acks   *ackBatcher
+	pubs   *publishGroups
 	http   *forwarder
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -187,6 +196,7 @@ func Start(cfg Config) (*Node, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	n.cancel = cancel
 	n.acks = newAckBatcher(n)
+	n.pubs = newPublishGroups(n.commit, publishInFlight, publishGroupBytes)
 	n.http = newForwarder(cfg.Timeout)
 	n.wg.Add(3)
 	go func() {
@@ -381,8 +391,9 @@ func (n *Node) Publish(ctx context.Context, topic string, bodies [][]byte, defer
 	if len(bodies) > maxBatch {
 		return fmt.Errorf("%d messages in one publish; at most %d", len(bodies), maxBatch)
 	}
-	e := &entry{op: opPublish, topic: topic, ts: time.Now().UnixNano(), deferFor: int64(deferFor), bodies: bodies}
-	return n.submit(ctx, e, func(ctx context.Context, l NodeInfo) error {
+	return n.submit(ctx, func(ctx context.Context) error {
+		return n.pubs.publish(ctx, topic, deferFor, bodies)
+	}, func(ctx context.Context, l NodeInfo) error {
 		return n.http.publish(ctx, l, topic, bodies, deferFor)
 	})
 }
@@ -393,28 +404,28 @@ func (n *Node) CreateTopic(ctx context.Context, topic string, replicas int) erro
 		return fmt.Errorf("replicas=%d but the cluster has %d voters", replicas, len(n.cfg.Peers))
 	}
 	e := &entry{op: opCreateTopic, topic: topic, replicas: replicas}
-	return n.submit(ctx, e, func(ctx context.Context, l NodeInfo) error {
+	return n.submitEntry(ctx, e, func(ctx context.Context, l NodeInfo) error {
 		return n.http.call(ctx, l, "/topic/create", "topic", topic, "replicas", fmt.Sprint(replicas))
 	})
 }
 
 // DeleteTopic deletes a replicated topic everywhere.
 func (n *Node) DeleteTopic(ctx context.Context, topic string) error {
-	return n.submit(ctx, &entry{op: opDeleteTopic, topic: topic}, func(ctx context.Context, l NodeInfo) error {
+	return n.submitEntry(ctx, &entry{op: opDeleteTopic, topic: topic}, func(ctx context.Context, l NodeInfo) error {
 		return n.http.call(ctx, l, "/topic/delete", "topic", topic)
 	})
 }
 
 // CreateChannel adds a channel to a replicated topic.
 func (n *Node) CreateChannel(ctx context.Context, topic, channel string) error {
-	return n.submit(ctx, &entry{op: opCreateChannel, topic: topic, channel: channel}, func(ctx context.Context, l NodeInfo) error {
+	return n.submitEntry(ctx, &entry{op: opCreateChannel, topic: topic, channel: channel}, func(ctx context.Context, l NodeInfo) error {
 		return n.http.call(ctx, l, "/channel/create", "topic", topic, "channel", channel)
 	})
 }
 
 // DeleteChannel removes a channel of a replicated topic everywhere.
 func (n *Node) DeleteChannel(ctx context.Context, topic, channel string) error {
-	return n.submit(ctx, &entry{op: opDeleteChannel, topic: topic, channel: channel}, func(ctx context.Context, l NodeInfo) error {
+	return n.submitEntry(ctx, &entry{op: opDeleteChannel, topic: topic, channel: channel}, func(ctx context.Context, l NodeInfo) error {
 		return n.http.call(ctx, l, "/channel/delete", "topic", topic, "channel", channel)
 	})
 }
@@ -422,7 +433,7 @@ func (n *Node) DeleteChannel(ctx context.Context, topic, channel string) error {
 // Pause pauses or unpauses a replicated topic (channel "") or channel.
 func (n *Node) Pause(ctx context.Context, topic, channel string, paused bool) error {
 	e := &entry{op: opPause, topic: topic, channel: channel, paused: paused}
-	return n.submit(ctx, e, func(ctx context.Context, l NodeInfo) error {
+	return n.submitEntry(ctx, e, func(ctx context.Context, l NodeInfo) error {
 		path := "/topic/"
 		if channel != "" {
 			path = "/channel/"
@@ -440,7 +451,7 @@ func (n *Node) Pause(ctx context.Context, topic, channel string, paused bool) er
 // replicated topic (channel "") or channel.
 func (n *Node) SetPolicy(ctx context.Context, topic, channel string, patch []byte) error {
 	e := &entry{op: opPolicy, topic: topic, channel: channel, policy: patch}
-	return n.submit(ctx, e, func(ctx context.Context, l NodeInfo) error {
+	return n.submitEntry(ctx, e, func(ctx context.Context, l NodeInfo) error {
 		path := "/topic/policy"
 		if channel != "" {
 			path = "/channel/policy"
@@ -482,7 +493,7 @@ func (n *Node) Touched(topic, channel string, id [16]byte, deadline int64, attem
 // Empty empties a replicated topic's backlog (channel "") or a channel
 // everywhere, as /topic/empty and /channel/empty do.
 func (n *Node) Empty(ctx context.Context, topic, channel string) error {
-	return n.submit(ctx, &entry{op: opEmpty, topic: topic, channel: channel}, func(ctx context.Context, l NodeInfo) error {
+	return n.submitEntry(ctx, &entry{op: opEmpty, topic: topic, channel: channel}, func(ctx context.Context, l NodeInfo) error {
 		if channel == "" {
 			return n.http.call(ctx, l, "/topic/empty", "topic", topic)
 		}
@@ -490,29 +501,32 @@ func (n *Node) Empty(ctx context.Context, topic, channel string) error {
 	})
 }
 
-// submit commits e when this node leads, or hands the call to the leader.
-func (n *Node) submit(ctx context.Context, e *entry, forward func(context.Context, NodeInfo) error) error {
+// submitEntry commits e when this node leads, or hands the call to the
+// leader.
+func (n *Node) submitEntry(ctx context.Context, e *entry, forward func(context.Context, NodeInfo) error) error {
+	return n.submit(ctx, func(context.Context) error { return n.commit(e.encode()) }, forward)
+}
+
+// submit runs local when this node leads, or hands the call to the leader.
+func (n *Node) submit(ctx context.Context, local func(context.Context) error, forward func(context.Context, NodeInfo) error) error {
 	ctx, cancel := context.WithTimeout(ctx, n.cfg.Timeout)
 	defer cancel()
 	if n.raft.State() == raft.Leader {
-		return n.commit(ctx, e)
+		return local(ctx)
 	}
 	l, err := n.waitLeader(ctx)
 	if err != nil {
 		return err
 	}
 	if l.HTTP == n.cfg.Self.HTTP {
-		return n.commit(ctx, e) // we were just elected
+		return local(ctx) // we were just elected
 	}
 	return forward(ctx, l)
 }
 
-func (n *Node) commit(ctx context.Context, e *entry) error {
-	timeout := n.cfg.Timeout
-	if d, ok := ctx.Deadline(); ok {
-		timeout = time.Until(d)
-	}
-	err := n.raft.Apply(e.encode(), timeout).Error()
+// commit applies an encoded entry: on a majority within the timeout.
+func (n *Node) commit(data []byte) error {
+	err := n.raft.Apply(data, n.cfg.Timeout).Error()
 	switch {
 	case err == nil:
 		return nil

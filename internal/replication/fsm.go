@@ -137,8 +137,9 @@ func (f *fsm) Apply(l *raft.Log) any {
 	f.mu.Lock()
 	created := e.op == opCreateTopic && f.st.topics[e.topic] == nil
 	f.st.apply(l.Index, e)
+	var names map[string]int
 	if e.op == opCreateTopic || e.op == opDeleteTopic {
-		f.publishTopicsLocked()
+		names = f.publishTopicsLocked()
 	}
 	var mirror func() error
 	if f.mirroring && (e.op != opCreateTopic || created) {
@@ -147,6 +148,9 @@ func (f *fsm) Apply(l *raft.Log) any {
 	unused := f.st.unused
 	f.st.unused = nil
 	f.mu.Unlock()
+	if names != nil {
+		f.saveNames(names)
+	}
 	f.applyMu.Unlock()
 	f.removeSpills(unused)
 	if mirror != nil {
@@ -196,13 +200,21 @@ func (f *fsm) mirrorLocked(index uint64, e *entry) func() error {
 	return nil
 }
 
-func (f *fsm) publishTopicsLocked() {
+// publishTopicsLocked makes the state's topic names the ones publishes
+// see, and returns them for saveNames.
+func (f *fsm) publishTopicsLocked() map[string]int {
 	m := make(map[string]int, len(f.st.topics))
 	for name, t := range f.st.topics {
 		m[name] = t.replicas
 	}
 	f.replicated.Store(&m)
-	b, err := json.Marshal(m)
+	return m
+}
+
+// saveNames writes the replicated topics' names; called with applyMu held
+// (the writes keep the order of the changes), never with mu.
+func (f *fsm) saveNames(names map[string]int) {
+	b, err := json.Marshal(names)
 	if err == nil {
 		err = atomicfile.Write(f.namesFile, b)
 	}

@@ -274,8 +274,9 @@ func (f *fsm) Restore(r io.ReadCloser) error {
 	}
 	unused = append(unused, f.st.unused...)
 	f.st = st
-	f.publishTopicsLocked()
+	names := f.publishTopicsLocked()
 	f.mu.Unlock()
+	f.saveNames(names)
 	f.removeSpills(unused)
 	return nil
 }

@@ -466,3 +466,43 @@ func latestSnapshotIndex(dir string) uint64 {
 	}
 	return latest
 }
+
+// TestReplicationLogKeepsUnfinished: with snapshots every few entries and
+// many entries after some unfinished messages, every node's log keeps the
+// entries those messages are in (their bodies are read back from it), so
+// a follower that becomes leader delivers them all.
+func TestReplicationLogKeepsUnfinished(t *testing.T) {
+	nodes := startTestCluster(t, 3, func(o *Options) {
+		o.clusterSnapshotEntries = 8
+		o.clusterSnapshotInterval = 50 * time.Millisecond
+	})
+	const topic = "kept"
+	createReplicated(t, nodes, nodes[0], nodes[0], topic, "c")
+	leader := leaderOf(t, nodes)
+	const n = 30
+	for i := 0; i < n; i++ {
+		leader.mustDo("POST", "/pub?topic="+topic, fmt.Sprintf("k%02d", i), 200)
+	}
+	var follower *testDaemon
+	for _, d := range nodes {
+		if d != leader {
+			follower = d
+		}
+	}
+	snaps := filepath.Join(follower.opts.DataPath, "cluster", "snapshots")
+	published := leader.repl.Status(topic).Committed
+	for i := 0; latestSnapshotIndex(snaps) <= published+8; i++ {
+		if i == 200 {
+			t.Fatalf("no snapshot on the follower past index %d after 200 more entries", published+8)
+		}
+		leader.mustDo("POST", "/channel/pause?topic="+topic+"&channel=c", "", 200)
+	}
+	leader.mustDo("POST", "/channel/unpause?topic="+topic+"&channel=c", "", 200)
+	if err := leader.repl.TransferLeadership(follower.opts.ClusterAddress); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, "the follower leads", 30*time.Second, follower.repl.Leading)
+	s := newSink()
+	newConsumer(t, follower.tcp, topic, "c", nsqConfig(), s)
+	testutil.WaitFor(t, "every message delivered by the new leader", 30*time.Second, func() bool { return s.distinct() == n })
+}

@@ -93,6 +93,7 @@ func (a *Admin) topicStats(ctx context.Context, topic string) (*TopicStats, []No
 	if err != nil {
 		return nil, errs, err
 	}
+	markReplicaCopies(perNode)
 	total := &TopicStats{TopicName: topic}
 	for _, t := range perNode {
 		total.add(t)
@@ -111,8 +112,12 @@ func (a *Admin) channelStats(ctx context.Context, topic, channel string) (*Chann
 	if err != nil {
 		return nil, errs, err
 	}
+	markReplicaCopies(perNode)
 	var total *ChannelStats
 	for _, t := range perNode {
+		if t.replicaCopy {
+			continue
+		}
 		for _, c := range t.Channels {
 			if c.ChannelName != channel {
 				continue

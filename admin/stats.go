@@ -33,7 +33,43 @@ type TopicStats struct {
 
 	E2eProcessingLatency *LatencyAggregate `json:"e2e_processing_latency"`
 
+	// Replication is nsqd's object for a replicated topic (issue 14); in a
+	// total, the leader's.
+	Replication *Replication `json:"replication,omitempty"`
+
 	channelIndex map[string]*ChannelStats // Channels by name, while summing
+	// replicaCopy marks one node's stats of a replicated topic that another
+	// node's stand for: every node lists the same messages, so only one
+	// node's are summed (markReplicaCopies).
+	replicaCopy bool
+}
+
+// Replication is how a node sees a replicated topic.
+type Replication struct {
+	Replicas  int    `json:"replicas"`
+	Role      string `json:"role"`
+	Leader    string `json:"leader"`
+	Committed uint64 `json:"committed"`
+}
+
+// markReplicaCopies picks, for each replicated topic in perNode (one
+// node's stats each), the node whose counts are summed: the leader's, or
+// the first follower's when no leader answered. The others are shown per
+// node but not added to the totals, or a topic on three nodes would show
+// three times its depth.
+func markReplicaCopies(perNode []*TopicStats) {
+	counted := make(map[string]*TopicStats)
+	for _, t := range perNode {
+		if t.Replication == nil {
+			continue
+		}
+		if c, ok := counted[t.TopicName]; !ok || (c.Replication.Role != "leader" && t.Replication.Role == "leader") {
+			counted[t.TopicName] = t
+		}
+	}
+	for _, t := range perNode {
+		t.replicaCopy = t.Replication != nil && counted[t.TopicName] != t
+	}
 }
 
 // ChannelStats is one channel on one node, or (Node "*") summed over nodes.
@@ -172,6 +208,11 @@ func (t *TopicStats) ChannelDepth() int64 {
 // add sums a (one node's stats of the same topic) into t.
 func (t *TopicStats) add(a *TopicStats) {
 	t.Node = "*"
+	if a.replicaCopy {
+		t.NodeStats = append(t.NodeStats, a)
+		return
+	}
+	t.Replication = a.Replication
 	t.Depth += a.Depth
 	t.MemoryDepth += a.MemoryDepth
 	t.BackendDepth += a.BackendDepth
@@ -255,6 +296,7 @@ func (c *ChannelStats) sortNodes() {
 // aggregateTopics sums per-node topic stats into one TopicStats per topic,
 // sorted by name.
 func aggregateTopics(perNode []*TopicStats) []*TopicStats {
+	markReplicaCopies(perNode)
 	byName := make(map[string]*TopicStats)
 	var out []*TopicStats
 	for _, ts := range perNode {

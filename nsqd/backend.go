@@ -13,6 +13,8 @@ import (
 // fit in memory: a disk queue, or for #ephemeral queues nothing at all.
 type backendQueue interface {
 	Put(rec []byte) error
+	// PutBatch must not keep recs, or anything they point to, after it
+	// returns: the caller reuses their memory (encodeBatch).
 	PutBatch(recs [][]byte) error
 	Next() ([]byte, error) // diskqueue.ErrEmpty when there is nothing
 	Depth() int64

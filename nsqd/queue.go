@@ -185,7 +185,10 @@ func (q *msgQueue) write(msgs []*Message) error {
 	if len(msgs) == 0 {
 		return nil
 	}
-	if err := q.backend.PutBatch(encodeBatch(msgs)); err != nil {
+	enc := encodeBatch(msgs)
+	err := q.backend.PutBatch(enc.recs)
+	enc.release()
+	if err != nil {
 		return err
 	}
 	q.noteDiskWrite(msgs)
@@ -301,18 +304,52 @@ func (q *msgQueue) spillLocked() (int, error) {
 	return len(msgs), nil
 }
 
-// encodeBatch encodes msgs as disk records in one allocation.
-func encodeBatch(msgs []*Message) [][]byte {
+// encodedBatch is a batch of messages encoded as disk records, all in
+// buf. It lives only until PutBatch returns (the disk queue copies the
+// records into its own buffer; backendQueue says so), so its memory goes
+// back to a pool: a 200-message MPUB spilled to disk used to allocate and
+// zero a fresh 46 KB for its records, as much garbage as the body itself.
+type encodedBatch struct {
+	buf  []byte
+	recs [][]byte
+}
+
+// maxPooledBatch bounds the encoding buffer a pool keeps: a batch larger
+// than this (a 5 MB MPUB) gets a buffer of its own that is not kept.
+const maxPooledBatch = 256 << 10
+
+var encodedBatches = sync.Pool{New: func() any { return new(encodedBatch) }}
+
+// encodeBatch encodes msgs as disk records in one buffer; release gives it
+// back once the records are written.
+func encodeBatch(msgs []*Message) *encodedBatch {
 	size := 0
 	for _, m := range msgs {
 		size += messageHeaderLen + len(m.Body)
 	}
-	buf := make([]byte, 0, size)
-	recs := make([][]byte, len(msgs))
-	for i, m := range msgs {
+	var enc *encodedBatch
+	if size <= maxPooledBatch {
+		enc = encodedBatches.Get().(*encodedBatch)
+	} else {
+		enc = new(encodedBatch)
+	}
+	if cap(enc.buf) < size {
+		enc.buf = make([]byte, 0, size)
+	}
+	buf, recs := enc.buf[:0], enc.recs[:0]
+	for _, m := range msgs {
 		start := len(buf)
 		buf = m.appendEncoded(buf)
-		recs[i] = buf[start:len(buf):len(buf)]
+		recs = append(recs, buf[start:len(buf):len(buf)])
 	}
-	return recs
+	enc.buf, enc.recs = buf, recs
+	return enc
+}
+
+// release returns a pooled buffer; the records must not be used after.
+// (Records alias only buf, so a pooled batch pins nothing else.)
+func (enc *encodedBatch) release() {
+	if cap(enc.buf) <= maxPooledBatch {
+		encodedBatches.Put(enc)
+	}
 }

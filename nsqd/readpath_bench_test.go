@@ -32,12 +32,16 @@ func processCPU(b *testing.B) int64 {
 
 // newBenchDaemon is a daemon for benchmarks (TCP on loopback, no HTTP,
 // memory queues of 1 M messages), shut down when b ends.
-func newBenchDaemon(b *testing.B) *NSQD {
+func newBenchDaemon(b *testing.B) *NSQD { return newBenchDaemonMem(b, 1<<20) }
+
+// newBenchDaemonMem is newBenchDaemon with memory queues of memQueueSize
+// messages.
+func newBenchDaemonMem(b *testing.B, memQueueSize int64) *NSQD {
 	o := NewOptions()
 	o.TCPAddress, o.HTTPAddress = "127.0.0.1:0", ""
 	o.DataPath = b.TempDir()
 	o.LogOutput = io.Discard
-	o.MemQueueSize = 1 << 20
+	o.MemQueueSize = memQueueSize
 	n, err := New(o)
 	if err != nil {
 		b.Fatal(err)
@@ -113,9 +117,9 @@ func (p *benchPublisher) publish(cmd []byte) error {
 // benchmarkTCPPublish runs publishers connections, each sending MPUBs of
 // count × size bytes and waiting for each OK before the next (the shape of
 // bench_writer with count 200, size 200, and of "burt" with 4 publishers
-// of MPUB 10 × 500 B).
-func benchmarkTCPPublish(b *testing.B, publishers int, cmd []byte, count, size int) {
-	n := newBenchDaemon(b)
+// of MPUB 10 × 500 B), into memory queues of memQueueSize messages.
+func benchmarkTCPPublish(b *testing.B, memQueueSize int64, publishers int, cmd []byte, count, size int) {
+	n := newBenchDaemonMem(b, memQueueSize)
 	if err := n.Start(); err != nil {
 		b.Fatal(err)
 	}
@@ -184,14 +188,21 @@ func benchmarkTCPPublish(b *testing.B, publishers int, cmd []byte, count, size i
 }
 
 func BenchmarkTCPPublishMPUB200x200(b *testing.B) {
-	benchmarkTCPPublish(b, 2, mpubCommand("bench", 200, 200), 200, 200)
+	benchmarkTCPPublish(b, 1<<20, 2, mpubCommand("bench", 200, 200), 200, 200)
+}
+
+// BenchmarkTCPPublishMPUB200x200Disk is the same into a channel whose
+// memory holds 1,000 messages, so nearly every batch is written to disk:
+// most of what pubsub (--mem-queue-size=1000000, 5 s) publishes.
+func BenchmarkTCPPublishMPUB200x200Disk(b *testing.B) {
+	benchmarkTCPPublish(b, 1000, 2, mpubCommand("bench", 200, 200), 200, 200)
 }
 
 func BenchmarkTCPPublishBurt(b *testing.B) {
-	benchmarkTCPPublish(b, 4, mpubCommand("bench", 10, 500), 10, 500)
+	benchmarkTCPPublish(b, 1<<20, 4, mpubCommand("bench", 10, 500), 10, 500)
 }
 
 func BenchmarkTCPPublishPUB200(b *testing.B) {
 	cmd := binary.BigEndian.AppendUint32([]byte("PUB bench\n"), 200)
-	benchmarkTCPPublish(b, 1, append(cmd, make([]byte, 200)...), 1, 200)
+	benchmarkTCPPublish(b, 1<<20, 1, append(cmd, make([]byte, 200)...), 1, 200)
 }

@@ -116,11 +116,15 @@ func mpubCommand(topic string, n, size int) []byte {
 
 // publish sends the MPUB commands in cmds in turn, each of batch messages,
 // waiting for each OK before the next, until until returns true; it returns
-// the messages acknowledged.
+// the messages acknowledged. Each command goes out in one write(2)
+// straight from cmds: the buffered writer, empty between commands, would
+// only add a copy of every command.
 func (c *conn) publish(cmds [][]byte, batch int, until func() bool) (int64, error) {
 	var n int64
 	for i := 0; !until(); i++ {
-		c.w.Write(cmds[i%len(cmds)])
+		if _, err := c.c.Write(cmds[i%len(cmds)]); err != nil {
+			return n, fmt.Errorf("MPUB: %w", err)
+		}
 		if err := c.expectOK("MPUB"); err != nil {
 			return n, err
 		}

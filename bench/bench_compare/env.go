@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
+	"unicode"
 )
 
 // sample is one measured value of one metric in one run of a scenario.
@@ -17,11 +19,12 @@ type sample struct {
 // env is what a scenario runs against: one daemon binary, the
 // configuration, and (for our daemon, when asked) a profiler.
 type env struct {
-	cfg      *config
-	bin      string    // the nsqd binary
-	scenario string    // the scenario's name, for profile file names
-	prof     *profiler // nil when not profiling
-	progress io.Writer // for notes that are not results
+	cfg       *config
+	bin       string    // the nsqd binary
+	contender string    // its column name
+	scenario  string    // the scenario's name, for profile file names
+	prof      *profiler // nil when not profiling
+	progress  io.Writer // for notes that are not results
 	// group, when set, is every process of a multi-process daemon (a
 	// cluster): windows sum their CPU time and peakRSS their peaks.
 	group []*daemon
@@ -54,18 +57,28 @@ func (e *env) profileName(part string) string {
 	return e.scenario + "-" + part
 }
 
-// window measures one phase of a scenario: elapsed time and the daemon's
-// CPU time between begin and end.
+// window measures one phase of a scenario: elapsed time, the daemon's CPU
+// time and this process's (the client's) between begin and end.
 type window struct {
-	cpu     func() (time.Duration, error)
-	t0      time.Time
-	cpu0    time.Duration
-	profile *pendingProfile // nil when not profiling
+	ctx        context.Context
+	cpu        func() (time.Duration, error)
+	t0         time.Time
+	cpu0       time.Duration
+	clientCPU0 time.Duration
+	profile    *pendingProfile // nil when not profiling the daemon
+	client     *clientProfile  // nil when not profiling the client
 }
 
-// begin opens a measuring window on d; phase names its CPU profile.
+// measured is what a window gives over its messages.
+type measured struct {
+	rate      float64 // messages per second
+	cpu       float64 // µs of daemon CPU per message
+	clientCPU float64 // µs of this client's CPU per message
+}
+
+// begin opens a measuring window on d; phase names its CPU profiles.
 func (e *env) begin(ctx context.Context, d *daemon, phase string) (*window, error) {
-	w := &window{cpu: d.CPU}
+	w := &window{ctx: ctx, cpu: d.CPU}
 	if e.group != nil {
 		w.cpu = e.groupCPU
 	}
@@ -74,33 +87,63 @@ func (e *env) begin(ctx context.Context, d *daemon, phase string) (*window, erro
 		return nil, fmt.Errorf("read CPU time: %w", err)
 	}
 	w.cpu0 = cpu
+	if w.clientCPU0, err = processCPU(); err != nil {
+		return nil, err
+	}
 	if e.prof != nil {
 		w.profile = e.prof.startCPU(ctx, d, e.profileName(phase))
+	}
+	if dir := e.cfg.clientProfileDir; dir != "" {
+		if w.client, err = startClientProfile(dir, "client-"+fileNamePart(e.contender)+"-"+e.profileName(phase)+"-cpu"); err != nil {
+			return nil, err
+		}
 	}
 	w.t0 = time.Now()
 	return w, nil
 }
 
-// end closes the window over msgs messages: msgs per second and
-// microseconds of daemon CPU per message. A profile still running is
-// waited for after the figures are taken.
-func (w *window) end(msgs int64) (rate, cpuMicrosPerMsg float64, err error) {
+// end closes the window over msgs messages. A daemon profile still
+// running is waited for after the figures are taken.
+func (w *window) end(msgs int64) (measured, error) {
 	elapsed := time.Since(w.t0)
 	cpu, err := w.cpu()
 	if err != nil {
-		return 0, 0, fmt.Errorf("read CPU time: %w", err)
+		return measured{}, fmt.Errorf("read CPU time: %w", err)
+	}
+	clientCPU, err := processCPU()
+	if err != nil {
+		return measured{}, err
+	}
+	if w.client != nil {
+		if err := w.client.stop(w.ctx); err != nil {
+			return measured{}, err
+		}
 	}
 	if w.profile != nil {
 		if err := w.profile.wait(); err != nil {
-			return 0, 0, err
+			return measured{}, err
 		}
 	}
 	if msgs <= 0 {
-		return 0, 0, fmt.Errorf("no messages in %s", elapsed)
+		return measured{}, fmt.Errorf("no messages in %s", elapsed)
 	}
-	rate = float64(msgs) / elapsed.Seconds()
-	cpuMicrosPerMsg = float64((cpu - w.cpu0).Microseconds()) / float64(msgs)
-	return rate, cpuMicrosPerMsg, nil
+	perMsg := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(msgs) }
+	return measured{
+		rate:      float64(msgs) / elapsed.Seconds(),
+		cpu:       perMsg(cpu - w.cpu0),
+		clientCPU: perMsg(clientCPU - w.clientCPU0),
+	}, nil
+}
+
+// fileNamePart is s with everything but letters, digits, dots and dashes
+// replaced by '_'.
+func fileNamePart(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r == '.' || r == '-' || unicode.IsLetter(r) || unicode.IsDigit(r) {
+			return r
+		}
+		return '_'
+	}, s)
 }
 
 // groupCPU is the CPU time of every process of e.group.

@@ -36,7 +36,11 @@
 // With --profile=DIR our daemon alone is run and profiled: a CPU profile of
 // --profile-seconds at the start of every measured phase and the
 // allocation profile at the end of every run, kept as `go tool pprof -top`
-// text in DIR.
+// text in DIR. --client-profile=DIR profiles this process instead, the
+// client of both daemons, over every measured window (the last round's
+// profile of each is kept). pubsub and disk also report this client's own
+// CPU per message (getrusage): on two shared cores a rate can be bound by
+// the client rather than by the daemon.
 //
 // Usage:
 //
@@ -84,6 +88,8 @@ type config struct {
 	profileDir     string
 	profileRawDir  string // keep the binary profiles here (default: a temp dir, removed)
 	profileSeconds int
+
+	clientProfileDir string // CPU profiles of this process (the client) per measured window
 }
 
 func defaultConfig() config {
@@ -166,6 +172,7 @@ func bindFlags(fs *flag.FlagSet, c *config) {
 	fs.StringVar(&c.profileDir, "profile", "", "profile our daemon only and write `go tool pprof -top` text here")
 	fs.StringVar(&c.profileRawDir, "profile-raw", "", "with --profile: keep the binary profiles here, for pprof -peek/-list")
 	fs.IntVar(&c.profileSeconds, "profile-seconds", c.profileSeconds, "length of each CPU profile")
+	fs.StringVar(&c.clientProfileDir, "client-profile", "", "write a CPU profile of this client over every measured window here (binary and -top text), for either daemon")
 }
 
 func (c *config) validate() error {
@@ -225,7 +232,7 @@ func run(ctx context.Context, cfg *config, progress io.Writer) (*results, error)
 		if err := os.MkdirAll(cfg.profileDir, 0o755); err != nil {
 			return nil, err
 		}
-		prof = &profiler{outDir: cfg.profileDir, rawDir: rawDir, seconds: cfg.profileSeconds, nodes: 25}
+		prof = &profiler{outDir: cfg.profileDir, rawDir: rawDir, seconds: cfg.profileSeconds, nodes: topNodes}
 	}
 	names := make([]string, len(contenders))
 	for i, ct := range contenders {
@@ -238,7 +245,7 @@ func run(ctx context.Context, cfg *config, progress io.Writer) (*results, error)
 				continue
 			}
 			for _, ct := range contenders {
-				e := &env{cfg: cfg, bin: ct.bin, scenario: sc.name, prof: prof, progress: progress}
+				e := &env{cfg: cfg, bin: ct.bin, contender: ct.name, scenario: sc.name, prof: prof, progress: progress}
 				samples, err := sc.run(ctx, e)
 				if err != nil {
 					return res, fmt.Errorf("round %d, %s, %s: %w", round, sc.name, ct.name, err)

@@ -46,6 +46,8 @@ func TestOneTinyRoundOfEveryScenario(t *testing.T) {
 		t.Fatalf("profiled run: %v\n%s", err, progress.String())
 	}
 	cfg.profileDir = ""
+	clientProfDir := t.TempDir()
+	cfg.clientProfileDir = clientProfDir
 	cfg.scenarios = []string{"pubsub", "disk", "replicated", "fanout", "burt", "stats"}
 	res, err := run(ctx, &cfg, &progress)
 	if err != nil {
@@ -67,6 +69,7 @@ func TestOneTinyRoundOfEveryScenario(t *testing.T) {
 	}
 	for _, want := range []rowKey{
 		{"pubsub", "PUB msgs/s"}, {"pubsub", "PUB CPU µs/msg"}, {"pubsub", "SUB msgs/s"}, {"pubsub", "SUB CPU µs/msg"},
+		{"pubsub", "PUB client CPU µs/msg"}, {"pubsub", "SUB client CPU µs/msg"},
 		{"pubsub", "peak RSS (MB)"},
 		{"disk", "PUB msgs/s"}, {"disk", "SUB msgs/s"}, {"disk", "SUB CPU µs/msg"},
 		{"replicated", "PUB msgs/s"}, {"replicated", "SUB msgs/s"}, {"replicated", "peak RSS (MB)"},
@@ -82,10 +85,15 @@ func TestOneTinyRoundOfEveryScenario(t *testing.T) {
 	if !strings.Contains(table.String(), "| burt | end-to-end msgs/s |") {
 		t.Errorf("table lacks the burt row:\n%s", table.String())
 	}
-	for _, name := range []string{"idle-create-cpu-flat.txt", "idle-create-cpu-cum.txt", "idle-allocs-flat.txt", "idle-allocs-cum.txt"} {
-		b, err := os.ReadFile(filepath.Join(profDir, name))
-		if err != nil || !bytes.Contains(b, []byte("flat%")) {
-			t.Errorf("profile text %s: %v\n%s", name, err, b)
+	checkProfileText := func(dir string, names ...string) {
+		t.Helper()
+		for _, name := range names {
+			b, err := os.ReadFile(filepath.Join(dir, name))
+			if err != nil || !bytes.Contains(b, []byte("flat%")) {
+				t.Errorf("profile text %s: %v\n%s", name, err, b)
+			}
 		}
 	}
+	checkProfileText(profDir, "idle-create-cpu-flat.txt", "idle-create-cpu-cum.txt", "idle-allocs-flat.txt", "idle-allocs-cum.txt")
+	checkProfileText(clientProfDir, "client-ours-pubsub-pub-cpu-flat.txt", "client-ours-pubsub-sub-cpu-cum.txt", "client-ours-fanout-deliver-cpu-flat.txt")
 }

@@ -85,54 +85,53 @@ func pubSubOn(ctx context.Context, e *env, d *daemon) (samples []sample, err err
 	if err != nil {
 		return nil, fmt.Errorf("publish: %w", err)
 	}
-	pubRate, pubCPU, err := w.end(published)
+	pub, err := w.end(published)
 	if err != nil {
 		return nil, err
 	}
 
 	subs := slices.Repeat([]subscription{{benchTopic, benchChannel}}, e.cfg.subConns)
-	subRate, subCPU, err := consumeAll(ctx, e, d, "sub", subs, pubsubSize, largeBuf, pubsubRDY, published, nil)
+	sub, err := consumeAll(ctx, e, d, "sub", subs, pubsubSize, largeBuf, pubsubRDY, published, nil)
 	if err != nil {
 		return nil, err
 	}
 	rss, err := e.peakRSS(d)
 	return []sample{
-		{"PUB msgs/s", pubRate}, {"PUB CPU µs/msg", pubCPU},
-		{"SUB msgs/s", subRate}, {"SUB CPU µs/msg", subCPU},
+		{"PUB msgs/s", pub.rate}, {"PUB CPU µs/msg", pub.cpu}, {"PUB client CPU µs/msg", pub.clientCPU},
+		{"SUB msgs/s", sub.rate}, {"SUB CPU µs/msg", sub.cpu}, {"SUB client CPU µs/msg", sub.clientCPU},
 		rss,
 	}, err
 }
 
 // consumeAll subscribes one consumer per subscription, starts a window
 // named phase, sends RDY, runs produce (if any) and waits until exactly
-// want messages have arrived; it returns the window's rate and CPU per
-// message.
+// want messages have arrived; it returns what the window measured.
 func consumeAll(ctx context.Context, e *env, d *daemon, phase string, subs []subscription,
-	size, bufSize, rdy int, want int64, produce func() (int64, error)) (rate, cpu float64, err error) {
+	size, bufSize, rdy int, want int64, produce func() (int64, error)) (m measured, err error) {
 	g, err := subscribeAll(ctx, d.TCPAddr, subs, size, bufSize)
 	if err != nil {
-		return 0, 0, err
+		return measured{}, err
 	}
 	defer g.stop()
 	w, err := e.begin(ctx, d, phase)
 	if err != nil {
-		return 0, 0, err
+		return measured{}, err
 	}
 	if err := g.start(ctx, rdy); err != nil {
-		return 0, 0, err
+		return measured{}, err
 	}
 	if produce != nil {
 		if want, err = produce(); err != nil {
-			return 0, 0, fmt.Errorf("publish: %w", err)
+			return measured{}, fmt.Errorf("publish: %w", err)
 		}
 	}
 	if err := g.wait(ctx, want, e.cfg.stall); err != nil {
-		return 0, 0, err
+		return measured{}, err
 	}
-	if rate, cpu, err = w.end(want); err != nil {
-		return 0, 0, err
+	if m, err = w.end(want); err != nil {
+		return measured{}, err
 	}
-	return rate, cpu, g.finish(want)
+	return m, g.finish(want)
 }
 
 // fanout: one topic with cfg.fanoutChannels channels created over HTTP,
@@ -169,12 +168,12 @@ func fanout(ctx context.Context, e *env) (samples []sample, err error) {
 		}
 		return sent * int64(len(subs)), nil
 	}
-	rate, cpu, err := consumeAll(ctx, e, d, "deliver", subs, fanoutSize, smallBuf, fanoutRDY, 0, produce)
+	m, err := consumeAll(ctx, e, d, "deliver", subs, fanoutSize, smallBuf, fanoutRDY, 0, produce)
 	if err != nil {
 		return nil, err
 	}
 	rss, err := e.peakRSS(d)
-	return []sample{{"delivered msgs/s", rate}, {"CPU µs/msg", cpu}, rss}, err
+	return []sample{{"delivered msgs/s", m.rate}, {"CPU µs/msg", m.cpu}, rss}, err
 }
 
 // burt: cfg.burtTopics topics with one channel each and cfg.burtConsumers
@@ -214,12 +213,12 @@ func burt(ctx context.Context, e *env) (samples []sample, err error) {
 		})
 		return published, err
 	}
-	rate, cpu, err := consumeAll(ctx, e, d, "run", subs, burtSize, burtBuf, burtRDY, 0, produce)
+	m, err := consumeAll(ctx, e, d, "run", subs, burtSize, burtBuf, burtRDY, 0, produce)
 	if err != nil {
 		return nil, err
 	}
 	rss, err := e.peakRSS(d)
-	return []sample{{"end-to-end msgs/s", rate}, {"CPU µs/msg", cpu}, rss}, err
+	return []sample{{"end-to-end msgs/s", m.rate}, {"CPU µs/msg", m.cpu}, rss}, err
 }
 
 // stats times GET /stats?format=json on two daemons: one with
@@ -281,11 +280,11 @@ func statsTime(ctx context.Context, e *env, label string, numTopics, channelsPer
 			return 0, 0, err
 		}
 	}
-	_, cpuMicros, err := w.end(int64(len(times)))
+	m, err := w.end(int64(len(times)))
 	if err != nil {
 		return 0, 0, err
 	}
-	return median(times), cpuMicros / 1000, nil
+	return median(times), m.cpu / 1000, nil
 }
 
 // checkStatsCount checks that a /stats JSON answer lists the topics and
@@ -351,7 +350,7 @@ func idle(ctx context.Context, e *env) (samples []sample, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, _, err := w.end(int64(2 * n)); err != nil {
+	if _, err := w.end(int64(2 * n)); err != nil {
 		return nil, err
 	}
 	return []sample{

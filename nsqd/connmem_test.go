@@ -115,8 +115,8 @@ func measureConnCosts(tb testing.TB, m transportMode, count int) connCosts {
 	}
 	testutil.WaitFor(tb, "every channel's message delivered and finished", 30*time.Second, func() bool {
 		for _, ch := range topic.Channels() {
-			st := ch.stats(false, "")
-			if st.MessageCount != 1 || st.InFlightCount != 0 || st.Depth != 0 {
+			st := ch.snapshot()
+			if st.messageCount != 1 || st.inFlight != 0 || st.depth != 0 {
 				return false
 			}
 		}

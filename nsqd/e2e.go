@@ -21,9 +21,10 @@ func newLatencyStats(window time.Duration, percentiles []float64) *latencyStats 
 
 func (l *latencyStats) observe(ns int64) { l.q.Insert(ns, time.Now()) }
 
+// result is the latency now; nil when it is not tracked.
 func (l *latencyStats) result() *quantile.Result {
 	if l == nil {
-		return &quantile.Result{}
+		return nil
 	}
 	return l.q.Result(time.Now())
 }

@@ -184,12 +184,15 @@ func (ch *Channel) snapshot() queueSnapshot {
 	}
 }
 
-// stats snapshots a channel; clients only when asked (they cost the most),
-// and then "clients" is a list even when empty, else null, as in NSQ.
-// topic filters the clients' pub_counts.
-func (ch *Channel) stats(includeClients bool, topic string) ChannelStats {
+// statsInto snapshots a channel into s, overwriting all of it; clients
+// only when asked (they cost the most), and then "clients" is a list even
+// when empty, else null, as in NSQ. topic filters the clients' pub_counts.
+// The latency is nil when the channel does not track it (no
+// --e2e-processing-latency-percentile): /stats shows an empty one, made
+// without an allocation per queue (appendLatencyJSON, latencyOrEmpty).
+func (ch *Channel) statsInto(s *ChannelStats, includeClients bool, topic string) {
 	snap := ch.snapshot()
-	s := ChannelStats{
+	*s = ChannelStats{
 		ChannelName:          ch.name,
 		Depth:                snap.depth,
 		BackendDepth:         snap.backendDepth,
@@ -220,17 +223,28 @@ func (ch *Channel) stats(includeClients bool, topic string) ChannelStats {
 			s.Clients = append(s.Clients, sub.consumer.Stats(topic))
 		}
 	}
-	return s
 }
 
 // stats snapshots the topic with its channels (only channel, if set).
 func (t *Topic) stats(channel, topicFilter string, includeClients bool) TopicStats {
 	s := t.ownStats()
 	s.Channels = []ChannelStats{}
-	s.E2eProcessingLatency = t.eachChannelStats(channel, topicFilter, includeClients, func(cs *ChannelStats) {
-		s.Channels = append(s.Channels, *cs)
-	})
+	var scratch ChannelStats
+	s.E2eProcessingLatency = latencyOrEmpty(t.eachChannelStats(channel, topicFilter, includeClients, &scratch, func(cs *ChannelStats) {
+		c := *cs
+		c.E2eProcessingLatency = latencyOrEmpty(c.E2eProcessingLatency)
+		s.Channels = append(s.Channels, c)
+	}))
 	return s
+}
+
+// latencyOrEmpty is r, or for a queue that does not track its latency
+// (nil) the empty result NSQ shows then.
+func latencyOrEmpty(r *quantile.Result) *quantile.Result {
+	if r == nil {
+		return &quantile.Result{}
+	}
+	return r
 }
 
 // ownStats snapshots the topic's own figures: everything but its channels
@@ -256,12 +270,11 @@ func (t *Topic) ownStats() TopicStats {
 }
 
 // eachChannelStats snapshots the topic's channels (only channel, if set)
-// in name order, one at a time into the same value (fn must not keep the
-// pointer), and returns the topic's latency: every channel's merged,
-// filtered or not, as in NSQ.
-func (t *Topic) eachChannelStats(channel, topicFilter string, includeClients bool, fn func(*ChannelStats)) *quantile.Result {
+// in name order, one at a time into cs (fn must not keep the pointer), and
+// returns the topic's latency: every channel's merged, filtered or not, as
+// in NSQ; nil when the topic does not track it.
+func (t *Topic) eachChannelStats(channel, topicFilter string, includeClients bool, cs *ChannelStats, fn func(*ChannelStats)) *quantile.Result {
 	var results []*quantile.Result
-	var cs ChannelStats
 	for _, ch := range t.channelList() { // sorted, immutable
 		if channel != "" && ch.name != channel {
 			if len(t.e2ePcts) > 0 {
@@ -269,18 +282,16 @@ func (t *Topic) eachChannelStats(channel, topicFilter string, includeClients boo
 			}
 			continue
 		}
-		cs = ch.stats(includeClients, topicFilter)
+		ch.statsInto(cs, includeClients, topicFilter)
 		if len(t.e2ePcts) > 0 {
 			results = append(results, cs.E2eProcessingLatency)
 		}
-		fn(&cs)
+		fn(cs)
 	}
 	if len(t.e2ePcts) > 0 {
-		if r := quantile.Merge(results...); r != nil {
-			return r
-		}
+		return quantile.Merge(results...)
 	}
-	return &quantile.Result{}
+	return nil
 }
 
 // Stats returns topic (and channel) stats, optionally filtered. As in NSQ,

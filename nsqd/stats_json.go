@@ -41,6 +41,7 @@ type statsEncoder struct {
 	w   io.Writer
 	buf []byte
 	err error
+	cs  ChannelStats // each channel in turn: one value per request, not per topic
 }
 
 func (e *statsEncoder) flush() {
@@ -117,7 +118,7 @@ func (e *statsEncoder) topic(n *NSQD, t *Topic, q statsQuery) {
 	ts := t.ownStats()
 	e.buf = appendTopicHeadJSON(e.buf, &ts)
 	first := true
-	ts.E2eProcessingLatency = t.eachChannelStats(q.channel, q.topic, q.includeClients, func(cs *ChannelStats) {
+	ts.E2eProcessingLatency = t.eachChannelStats(q.channel, q.topic, q.includeClients, &e.cs, func(cs *ChannelStats) {
 		if !first {
 			e.buf = append(e.buf, ',')
 		}
@@ -164,8 +165,11 @@ func appendTopicTailJSON(b []byte, ts *TopicStats) []byte {
 		b = appendKeyString(b, `,"backlog_blocked":`, ts.BacklogBlocked)
 	}
 	b = append(b, `,"policy":`...)
-	b = appendTopicPolicyJSON(b, &ts.Policy)
-	b = append(b, '}')
+	if ts.Policy == noTopicPolicy {
+		b = append(b, noTopicPolicyJSON...)
+	} else {
+		b = appendTopicPolicyJSON(b, &ts.Policy)
+	}
 	b = appendKeyUint(b, `,"dropped_count":`, ts.DroppedCount)
 	b = appendKeyUint(b, `,"expired_count":`, ts.ExpiredCount)
 	if ts.Replication != nil {
@@ -200,19 +204,40 @@ func appendChannelJSON(b []byte, cs *ChannelStats) []byte {
 	b = append(b, `,"e2e_processing_latency":`...)
 	b = appendLatencyJSON(b, cs.E2eProcessingLatency)
 	b = append(b, `,"policy":`...)
-	b = appendTopicPolicyJSON(b, &cs.Policy.TopicPolicy)
-	b = appendKeyInt(b, `,"max_attempts":`, cs.Policy.MaxAttempts)
-	b = appendKeyString(b, `,"dead_letter_topic":`, cs.Policy.DeadLetterTopic)
-	b = append(b, '}')
+	if cs.Policy == noChannelPolicy {
+		b = append(b, noChannelPolicyJSON...)
+	} else {
+		b = appendChannelPolicyJSON(b, &cs.Policy)
+	}
 	b = appendKeyUint(b, `,"dropped_count":`, cs.DroppedCount)
 	b = appendKeyUint(b, `,"expired_count":`, cs.ExpiredCount)
 	b = appendKeyUint(b, `,"dead_letter_count":`, cs.DeadLetterCount)
 	return append(b, '}')
 }
 
-// appendTopicPolicyJSON appends the policy's fields without the closing
-// brace: a channel's policy adds two more fields first.
+// The policy of a queue that has none, as almost every queue of a large
+// /stats shows it: encoded once, by the functions below.
+var (
+	noTopicPolicy       = (*queuePolicy)(nil).topicView()
+	noTopicPolicyJSON   = appendTopicPolicyJSON(nil, &noTopicPolicy)
+	noChannelPolicy     = (*queuePolicy)(nil).channelView()
+	noChannelPolicyJSON = appendChannelPolicyJSON(nil, &noChannelPolicy)
+)
+
 func appendTopicPolicyJSON(b []byte, p *TopicPolicy) []byte {
+	return append(appendPolicyFieldsJSON(b, p), '}')
+}
+
+func appendChannelPolicyJSON(b []byte, p *ChannelPolicy) []byte {
+	b = appendPolicyFieldsJSON(b, &p.TopicPolicy)
+	b = appendKeyInt(b, `,"max_attempts":`, p.MaxAttempts)
+	b = appendKeyString(b, `,"dead_letter_topic":`, p.DeadLetterTopic)
+	return append(b, '}')
+}
+
+// appendPolicyFieldsJSON appends a topic policy without its closing brace:
+// a channel's adds two more fields first.
+func appendPolicyFieldsJSON(b []byte, p *TopicPolicy) []byte {
 	b = appendKeyInt(b, `{"max_msgs":`, p.MaxMsgs)
 	b = appendKeyInt(b, `,"max_bytes":`, p.MaxBytes)
 	b = appendKeyString(b, `,"overflow":`, p.Overflow)
@@ -282,10 +307,11 @@ func appendClientJSON(b []byte, c *ClientStats) []byte {
 }
 
 // appendLatencyJSON appends a quantile.Result as encoding/json shows it: a
-// percentile is a map, so its keys come sorted.
+// percentile is a map, so its keys come sorted. nil is a queue that does
+// not track its latency, shown as the empty result NSQ shows then.
 func appendLatencyJSON(b []byte, r *quantile.Result) []byte {
 	if r == nil {
-		return append(b, "null"...)
+		return append(b, `{"count":0,"percentiles":null}`...)
 	}
 	b = appendKeyInt(b, `{"count":`, int64(r.Count))
 	b = append(b, `,"percentiles":`...)
@@ -356,12 +382,19 @@ func appendJSONValue(b []byte, v any) []byte {
 }
 
 // appendKeyInt and its siblings append a key (with its leading comma or
-// brace, and colon) and a value.
+// brace, and colon) and a value. Most counters of a large /stats are 0, so
+// a single digit skips strconv.
 func appendKeyInt(b []byte, key string, v int64) []byte {
+	if 0 <= v && v <= 9 {
+		return append(append(b, key...), byte('0'+v))
+	}
 	return strconv.AppendInt(append(b, key...), v, 10)
 }
 
 func appendKeyUint(b []byte, key string, v uint64) []byte {
+	if v <= 9 {
+		return append(append(b, key...), byte('0'+v))
+	}
 	return strconv.AppendUint(append(b, key...), v, 10)
 }
 

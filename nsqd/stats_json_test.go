@@ -333,3 +333,27 @@ func TestStatsJSONReplicated(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkStatsJSONEncode is the daemon's share of one /stats?format=json
+// without HTTP: the document made into a reused buffer and thrown away.
+//
+//	go test -run XXX -bench StatsJSONEncode -benchmem ./nsqd/
+func BenchmarkStatsJSONEncode(b *testing.B) {
+	for _, shape := range []struct{ topics, channels int }{{2000, 2}, {1, 10000}} {
+		b.Run(fmt.Sprintf("%dx%d", shape.topics, shape.channels), func(b *testing.B) {
+			d := statsBenchDaemon(b, shape.topics, shape.channels)
+			head := statsHead{health: "OK", startTime: d.startTime.Unix(), limits: d.guard.info()}
+			q := statsQuery{includeClients: true}
+			var buf []byte
+			var out writeCounter
+			for b.Loop() {
+				out.Reset()
+				var err error
+				if buf, err = d.writeStatsJSON(&out.Buffer, buf, q, head); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(out.Len()), "bytes/resp")
+		})
+	}
+}

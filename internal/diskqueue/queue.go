@@ -91,16 +91,18 @@ type Queue struct {
 	rd        *bufio.Reader // pooled; held only while records remain
 	writeFile *os.File
 
-	unsynced   int64      // writes+reads since the last sync
-	syncDue    bool       // noteOps: a sync is due; unlock runs it (sync.go)
-	syncMu     sync.Mutex // serializes syncs outside mu; taken before mu
-	writeGen   uint64     // counts writes of data
-	syncedGen  uint64     // the data of writes up to this count is fsynced
-	metaSeq    uint64     // numbers metadata states taken for writing
-	persistSeq uint64     // the number of the state in the metadata file
-	dataDirty  bool       // writeFile has data not yet fsynced
-	writeJunk  bool       // a failed write's bytes may remain past writePos
-	start      metaState  // state a failing writeRecords returns to
+	unsynced   int64          // writes+reads since the last sync
+	syncDue    bool           // noteOps: a sync is due; unlock runs it (sync.go)
+	syncMu     sync.Mutex     // serializes syncs outside mu; taken before mu
+	syncing    bool           // a background sync is under way (sync.go)
+	syncs      sync.WaitGroup // background syncs; Close waits for them
+	writeGen   uint64         // counts writes of data
+	syncedGen  uint64         // the data of writes up to this count is fsynced
+	metaSeq    uint64         // numbers metadata states taken for writing
+	persistSeq uint64         // the number of the state in the metadata file
+	dataDirty  bool           // writeFile has data not yet fsynced
+	writeJunk  bool           // a failed write's bytes may remain past writePos
+	start      metaState      // state a failing writeRecords returns to
 	persisted  metaState
 	meta       metaWriter
 	timer      *time.Timer
@@ -284,6 +286,12 @@ func (q *Queue) Sync() error {
 // ErrClosed. A sync running outside the lock is waited for, so nothing
 // touches the queue's files once Close has returned.
 func (q *Queue) Close() error {
+	err := q.close()
+	q.syncs.Wait()
+	return err
+}
+
+func (q *Queue) close() error {
 	q.syncMu.Lock()
 	defer q.syncMu.Unlock()
 	q.mu.Lock()

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/nsqgo/nsq/internal/testutil"
 )
 
 func TestRoundTripRollsAndDeletes(t *testing.T) {
@@ -322,8 +324,22 @@ func TestSyncEveryAndTimeout(t *testing.T) {
 		t.Fatal("metadata written before SyncEvery ops")
 	}
 	mustPut(t, q, testRec(2, 10))
-	if m, err := readMeta(metaOf(dir)); err != nil || m.depth != 3 {
-		t.Fatalf("metadata after 3 ops: %+v %v", m, err)
+	// With SyncEvery > 1 the sync runs in the background: soon, not
+	// before the Put returns.
+	testutil.WaitFor(t, "metadata after 3 ops", 10*time.Second, func() bool {
+		m, err := readMeta(metaOf(dir))
+		return err == nil && m.depth == 3
+	})
+	q.Close()
+
+	// SyncEvery=1: durable before Put returns.
+	dir = t.TempDir()
+	o = testOpts(dir)
+	o.SyncEvery = 1
+	q = mustOpen(t, o)
+	mustPut(t, q, testRec(0, 10))
+	if m, err := readMeta(metaOf(dir)); err != nil || m.depth != 1 {
+		t.Fatalf("metadata right after a Put with SyncEvery=1: %+v %v", m, err)
 	}
 	q.Close()
 

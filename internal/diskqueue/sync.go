@@ -11,9 +11,11 @@ import (
 // periodic and SyncEvery syncs run outside mu:
 //
 //   - under mu, noteOps only decides that a sync is due (syncDue);
-//   - the method that counted the op releases mu (unlock) and then runs
-//     the sync (syncOutside), so with SyncEvery=1 a Put still returns only
-//     after its data is on disk;
+//   - with SyncEvery=1 the method that counted the op releases mu (unlock)
+//     and then runs the sync (syncOutside), so a Put returns only after its
+//     data is on disk. With a larger SyncEvery the sync is a period, not a
+//     promise to the caller: it runs in a goroutine of its own (one at a
+//     time), so no publisher's round trip waits for an fsync;
 //   - syncOutside takes the positions to record under mu, then, without
 //     mu, fsyncs the write segment through a duplicate of its descriptor (a
 //     roll or Close may close the original meanwhile) and writes the
@@ -28,16 +30,42 @@ import (
 // Empty and Close still run under mu: they are rare, and the metadata
 // must be on disk before the files change.
 
-// unlock releases mu and then runs a sync that noteOps found due.
+// unlock releases mu and then runs a sync that noteOps found due, or
+// starts it in the background (see above).
 func (q *Queue) unlock() {
 	due := q.syncDue
 	q.syncDue = false
+	background := due && q.syncEvery > 1
+	if background {
+		if q.syncing || q.closed {
+			// The running sync may have taken its positions before these
+			// writes: the count stays due, and the timer is the backstop.
+			q.armTimer()
+			background, due = false, false
+		} else {
+			q.syncing = true
+			q.syncs.Add(1)
+		}
+	}
 	q.mu.Unlock()
-	if due {
+	switch {
+	case background:
+		go q.backgroundSync()
+	case due:
 		if err := q.syncOutside(); err != nil {
 			q.logSyncErr(err)
 		}
 	}
+}
+
+func (q *Queue) backgroundSync() {
+	defer q.syncs.Done()
+	if err := q.syncOutside(); err != nil {
+		q.logSyncErr(err)
+	}
+	q.mu.Lock()
+	q.syncing = false
+	q.mu.Unlock()
 }
 
 func (q *Queue) logSyncErr(err error) {
@@ -159,20 +187,21 @@ func dupFile(f *os.File) (*os.File, error) {
 	return os.NewFile(uintptr(fd), f.Name()), nil
 }
 
-// onTimer runs in the timer's goroutine. A callback that lost the race with
-// a sync (it was already running when Stop was called) finds nothing to do.
+// onTimer runs in the timer's goroutine, which does the sync itself. A
+// callback that lost the race with a sync (it was already running when
+// Stop was called) finds nothing to do.
 func (q *Queue) onTimer() {
 	q.mu.Lock()
-	defer q.unlock()
 	q.timerArmed = false
-	if q.closed {
-		return
-	}
-	if q.unsynced > 0 {
-		q.syncDue = true
-	}
+	due := !q.closed && q.unsynced > 0
 	// An idle, drained queue gives its read descriptor back.
-	if !q.hasData() {
+	if !q.closed && !q.hasData() {
 		q.closeReader()
+	}
+	q.mu.Unlock()
+	if due {
+		if err := q.syncOutside(); err != nil {
+			q.logSyncErr(err)
+		}
 	}
 }

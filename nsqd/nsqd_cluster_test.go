@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -20,22 +21,41 @@ import (
 )
 
 // startTestCluster starts n in-process daemons joined in one cluster, all
-// at once (a node serves once a majority has elected a leader).
+// at once (a node serves once a majority has elected a leader). Cluster
+// ports are picked free and then bound by the daemons, so another process
+// can take one in between: that attempt is stopped and made again on
+// other ports.
 func startTestCluster(t *testing.T, n int, configure ...func(*Options)) []*testDaemon {
 	t.Helper()
+	for attempt := 1; ; attempt++ {
+		nodes, err := tryStartCluster(t, n, configure)
+		if err == nil {
+			return nodes
+		}
+		if attempt == 3 || !errors.Is(err, syscall.EADDRINUSE) {
+			t.Fatal(err)
+		}
+		t.Logf("cluster start, attempt %d: %v; again on other ports", attempt, err)
+	}
+}
+
+func tryStartCluster(t *testing.T, n int, configure []func(*Options)) ([]*testDaemon, error) {
 	peers := make([]string, n)
 	for i := range peers {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 		peers[i] = l.Addr().String()
 		l.Close()
 	}
-	nodes := make([]*testDaemon, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for i := range nodes {
+	nodes := make([]*testDaemon, 0, n)
+	stopAll := func() {
+		for _, d := range nodes {
+			d.stop()
+		}
+	}
+	for i := range n {
 		o := testOptions(t)
 		o.BroadcastAddress = "127.0.0.1"
 		o.ClusterAddress, o.ClusterPeers = peers[i], peers
@@ -44,24 +64,30 @@ func startTestCluster(t *testing.T, n int, configure ...func(*Options)) []*testD
 		}
 		nd, err := New(o)
 		if err != nil {
-			t.Fatalf("New: %v", err)
+			stopAll()
+			return nil, fmt.Errorf("New: %w", err)
 		}
-		nodes[i] = &testDaemon{NSQD: nd, t: t}
-		t.Cleanup(func() { nodes[i].stop() })
+		nodes = append(nodes, &testDaemon{NSQD: nd, t: t})
+	}
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i, d := range nodes {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = nd.Start()
+			errs[i] = d.Start()
 		}()
 	}
 	wg.Wait()
-	for i, d := range nodes {
-		if errs[i] != nil {
-			t.Fatalf("Start node %d: %v", i, errs[i])
-		}
-		d.tcp, d.http = d.TCPAddr().String(), d.HTTPAddr().String()
+	if err := errors.Join(errs...); err != nil {
+		stopAll()
+		return nil, fmt.Errorf("starting the cluster: %w", err)
 	}
-	return nodes
+	for _, d := range nodes {
+		d.tcp, d.http = d.TCPAddr().String(), d.HTTPAddr().String()
+		t.Cleanup(d.stop)
+	}
+	return nodes, nil
 }
 
 // createReplicated creates a replicated topic through topicVia and its

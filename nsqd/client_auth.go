@@ -30,6 +30,13 @@ func (a *clientAuth) get() *auth.State {
 	return a.state
 }
 
+// secretValue is the secret the client sent with AUTH ("" before AUTH).
+func (a *clientAuth) secretValue() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.secret
+}
+
 func (a *clientAuth) set(secret string, st *auth.State) {
 	a.mu.Lock()
 	a.secret, a.state = secret, st

@@ -27,7 +27,7 @@ type clientDaemon interface {
 	placeSubscription(sub *Subscription, client topology)
 
 	replicatedTopic(name string) *replication.Node
-	publishReplicated(ctx context.Context, r *replication.Node, topic string, bodies [][]byte, deferFor time.Duration) error
+	publishReplicated(ctx context.Context, r *replication.Node, topic string, bodies [][]byte, deferFor time.Duration, authSecret string) error
 	replicatedSubscribe(r *replication.Node, topic, channel string) error
 
 	authEnabled() bool

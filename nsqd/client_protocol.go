@@ -491,7 +491,7 @@ func (c *client) publishOne(cmd, code, topicName string, body []byte, deferFor t
 
 func (c *client) publish(cmd, code, topicName string, bodies [][]byte, deferFor time.Duration) ([]byte, error) {
 	if r := c.d.replicatedTopic(topicName); r != nil {
-		if err := c.d.publishReplicated(c.d.lifetime(), r, topicName, bodies, deferFor); err != nil {
+		if err := c.d.publishReplicated(c.d.lifetime(), r, topicName, bodies, deferFor, c.authz.secretValue()); err != nil {
 			return nil, wire.NewFatalClientErr(code, "%s failed %s", cmd, err)
 		}
 		c.recordPub(topicName, len(bodies))

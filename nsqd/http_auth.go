@@ -20,7 +20,7 @@ import (
 // steady HTTP publisher costs the auth server one query per TTL.
 
 // AuthSecretHeader carries the auth secret of an HTTP publish.
-const AuthSecretHeader = "X-NSQ-Auth-Secret"
+const AuthSecretHeader = auth.SecretHeader
 
 // httpAuthCacheMax bounds the cached auth answers.
 const httpAuthCacheMax = 4096

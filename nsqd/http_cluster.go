@@ -38,7 +38,8 @@ func replicationErr(err error) error {
 }
 
 func (s *httpServer) replicatedPublish(r *http.Request, rep *replication.Node, topic string, bodies [][]byte, deferFor time.Duration) (any, error) {
-	if err := s.replicatedCall(r, func() error { return s.n.publishReplicated(r.Context(), rep, topic, bodies, deferFor) }); err != nil {
+	secret := r.Header.Get(AuthSecretHeader)
+	if err := s.replicatedCall(r, func() error { return s.n.publishReplicated(r.Context(), rep, topic, bodies, deferFor, secret) }); err != nil {
 		return nil, err
 	}
 	return "OK", nil

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -531,4 +532,60 @@ func TestReplicationLogKeepsUnfinished(t *testing.T) {
 	s := newSink()
 	newConsumer(t, follower.tcp, topic, "c", nsqConfig(), s)
 	testutil.WaitFor(t, "every message delivered by the new leader", 30*time.Second, func() bool { return s.distinct() == n })
+}
+
+// TestReplicationUnderAuth: with an auth server, a follower forwards a
+// publish to the leader with the publisher's secret, so PUB over TCP (after
+// AUTH) and HTTP /pub with the secret work on every node, and an HTTP
+// publish without one is still refused.
+func TestReplicationUnderAuth(t *testing.T) {
+	as := newAuthServer(t, standardAuthReply)
+	nodes := startTestCluster(t, 3, func(o *Options) { o.AuthHTTPAddresses = []string{as.addr()} })
+	const topic = "allowed-replicated"
+	createReplicated(t, nodes, nodes[0], nodes[0], topic, "c")
+	leader := leaderOf(t, nodes)
+	var follower *testDaemon
+	for _, d := range nodes {
+		if d != leader {
+			follower = d
+		}
+	}
+
+	cfg := nsqConfig()
+	cfg.AuthSecret = "good"
+	p, err := nsq.NewProducer(follower.tcp, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.SetLogger(nil, nsq.LogLevelError)
+	t.Cleanup(p.Stop)
+	if err := p.Publish(topic, []byte("over tcp")); err != nil {
+		t.Fatalf("PUB after AUTH through a follower: %v", err)
+	}
+	post := func(secret string) int {
+		req, _ := http.NewRequest("POST", follower.url("/pub?topic="+topic), strings.NewReader("over http"))
+		if secret != "" {
+			req.Header.Set(AuthSecretHeader, secret)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := post("good"); code != 200 {
+		t.Fatalf("HTTP /pub with the secret through a follower: %d", code)
+	}
+	if code := post(""); code != 401 {
+		t.Fatalf("HTTP /pub without a secret through a follower: %d, want 401", code)
+	}
+	testutil.WaitFor(t, "both publishes on every node", 30*time.Second, func() bool {
+		for _, d := range nodes {
+			if v, ok := d.repl.Topic(topic); !ok || v.Channels[0].Depth != 2 {
+				return false
+			}
+		}
+		return true
+	})
 }

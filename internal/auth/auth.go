@@ -9,6 +9,11 @@ import (
 	"time"
 )
 
+// SecretHeader carries the auth secret of an HTTP publish (nsqd's
+// /pub and /mpub with auth enabled, and publishes one node forwards to
+// another on behalf of its client).
+const SecretHeader = "X-NSQ-Auth-Secret"
+
 // Permissions an authorization can grant.
 const (
 	PermSubscribe = "subscribe"

@@ -11,12 +11,27 @@ import (
 	"net/url"
 	"strconv"
 	"time"
+
+	"github.com/nsqgo/nsq/internal/auth"
 )
 
 // ForwardedHeader marks a call one node forwarded to the leader; a node
 // that gets one and does not lead answers ErrNotLeader instead of
 // forwarding it again.
 const ForwardedHeader = "X-Nsq-Replication-Forwarded"
+
+type authSecretKey struct{}
+
+// WithAuthSecret gives a publish the auth secret of the client that made
+// it: when a follower forwards the publish, it presents the secret to the
+// leader, whose auth server then decides as this node's did (with this
+// node's address as the remote IP).
+func WithAuthSecret(ctx context.Context, secret string) context.Context {
+	if secret == "" {
+		return ctx
+	}
+	return context.WithValue(ctx, authSecretKey{}, secret)
+}
 
 // forwarder hands publishes and admin calls to the leader's HTTP API, the
 // same API clients use.
@@ -98,6 +113,9 @@ func (f *forwarder) post(ctx context.Context, l NodeInfo, path string, q url.Val
 		return err
 	}
 	req.Header.Set(ForwardedHeader, "1")
+	if secret, ok := ctx.Value(authSecretKey{}).(string); ok {
+		req.Header.Set(auth.SecretHeader, secret)
+	}
 	resp, err := f.client.Do(req)
 	if err != nil {
 		return fmt.Errorf("%w: forwarding to %s: %v", ErrNoLeader, l.HTTP, err)

@@ -122,6 +122,16 @@ func waitKnown(t *testing.T, nodes []*testDaemon, topic string) {
 	})
 }
 
+// followerOf is a node of nodes other than leader.
+func followerOf(nodes []*testDaemon, leader *testDaemon) *testDaemon {
+	for _, d := range nodes {
+		if d != leader {
+			return d
+		}
+	}
+	return nil
+}
+
 // leaderOf waits for the node that serves the replicated topics.
 func leaderOf(t *testing.T, nodes []*testDaemon) *testDaemon {
 	t.Helper()
@@ -148,13 +158,7 @@ func TestReplicatedTopicInProcess(t *testing.T) {
 	const topic = "replicated"
 	createReplicated(t, nodes, nodes[1], nodes[2], topic, "c")
 	leader := leaderOf(t, nodes)
-	var follower *testDaemon
-	for _, d := range nodes {
-		if d != leader {
-			follower = d
-			break
-		}
-	}
+	follower := followerOf(nodes, leader)
 
 	p := newProducer(t, follower.tcp)
 	want := bodies("tcp", 50)
@@ -441,13 +445,7 @@ func TestReplicatedTouchAndEmpty(t *testing.T) {
 	}
 
 	// Empty, through a follower.
-	var follower *testDaemon
-	for _, d := range nodes {
-		if d != next {
-			follower = d
-			break
-		}
-	}
+	follower := followerOf(nodes, next)
 	next.mustDo("POST", "/channel/pause?topic="+topic+"&channel=c", "", 200)
 	for i := 0; i < 3; i++ {
 		follower.mustDo("POST", "/pub?topic="+topic, "to empty", 200)
@@ -510,12 +508,7 @@ func TestReplicationLogKeepsUnfinished(t *testing.T) {
 	for i := 0; i < n; i++ {
 		leader.mustDo("POST", "/pub?topic="+topic, fmt.Sprintf("k%02d", i), 200)
 	}
-	var follower *testDaemon
-	for _, d := range nodes {
-		if d != leader {
-			follower = d
-		}
-	}
+	follower := followerOf(nodes, leader)
 	snaps := filepath.Join(follower.opts.DataPath, "cluster", "snapshots")
 	published := leader.repl.Status(topic).Committed
 	for i := 0; latestSnapshotIndex(snaps) <= published+8; i++ {
@@ -544,12 +537,7 @@ func TestReplicationUnderAuth(t *testing.T) {
 	const topic = "allowed-replicated"
 	createReplicated(t, nodes, nodes[0], nodes[0], topic, "c")
 	leader := leaderOf(t, nodes)
-	var follower *testDaemon
-	for _, d := range nodes {
-		if d != leader {
-			follower = d
-		}
-	}
+	follower := followerOf(nodes, leader)
 
 	cfg := nsqConfig()
 	cfg.AuthSecret = "good"

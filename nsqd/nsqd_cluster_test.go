@@ -290,10 +290,7 @@ func TestReplicationOverTLS(t *testing.T) {
 // every entry whose messages are unfinished, so until the FINs the leader
 // could read them back from it.
 func TestReplicationSnapshotCatchUp(t *testing.T) {
-	nodes := startTestCluster(t, 3, func(o *Options) {
-		o.clusterSnapshotEntries = 8
-		o.clusterSnapshotInterval = 50 * time.Millisecond
-	})
+	nodes := startTestCluster(t, 3, frequentSnapshots)
 	const topic = "snapshotted"
 	createReplicated(t, nodes, nodes[0], nodes[0], topic, "c")
 	leader := leaderOf(t, nodes)
@@ -478,6 +475,13 @@ func TestReplicatedTouchAndEmpty(t *testing.T) {
 	follower.mustDo("GET", "/channel/policy?topic="+topic+"&channel=nope", "", 404)
 }
 
+// frequentSnapshots makes a node snapshot (and compact its log) every few
+// entries, so that tests reach snapshot installs and compaction quickly.
+func frequentSnapshots(o *Options) {
+	o.clusterSnapshotEntries = 8
+	o.clusterSnapshotInterval = 50 * time.Millisecond
+}
+
 // latestSnapshotIndex is the highest raft index of the snapshots in dir
 // (hashicorp/raft names them term-index-time).
 func latestSnapshotIndex(dir string) uint64 {
@@ -497,10 +501,7 @@ func latestSnapshotIndex(dir string) uint64 {
 // entries those messages are in (their bodies are read back from it), so
 // a follower that becomes leader delivers them all.
 func TestReplicationLogKeepsUnfinished(t *testing.T) {
-	nodes := startTestCluster(t, 3, func(o *Options) {
-		o.clusterSnapshotEntries = 8
-		o.clusterSnapshotInterval = 50 * time.Millisecond
-	})
+	nodes := startTestCluster(t, 3, frequentSnapshots)
 	const topic = "kept"
 	createReplicated(t, nodes, nodes[0], nodes[0], topic, "c")
 	leader := leaderOf(t, nodes)

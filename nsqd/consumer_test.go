@@ -530,8 +530,13 @@ func testRDY(t *testing.T, r *rig) {
 	for _, m := range got[1:] {
 		c.send("FIN " + m.id)
 	}
-	cs = waitChannel(t, d, "rdy", "ch", "FINs processed", func(cs ChannelStats) bool { return cs.Clients[0].FinishCount == 4 })
-	if cs.InFlightCount != 0 || cs.Depth != 6 || cs.Clients[0].MessageCount != 4 {
+	// /stats reads the channel's counters and then its clients' without a
+	// lock, so one snapshot can show the client's FIN count ahead of the
+	// channel's in-flight count: wait for both.
+	cs = waitChannel(t, d, "rdy", "ch", "FINs processed and nothing in flight", func(cs ChannelStats) bool {
+		return cs.Clients[0].FinishCount == 4 && cs.InFlightCount == 0
+	})
+	if cs.Depth != 6 || cs.Clients[0].MessageCount != 4 {
 		t.Fatalf("RDY 0 yet delivered after FIN: %+v", cs)
 	}
 	// RDY without a count means 1.

@@ -26,14 +26,19 @@ func (n *NSQD) startReplication() error {
 	}
 	id := n.lookupIdentity()
 	self := replication.NodeInfo{
-		TCP:  net.JoinHostPort(id.BroadcastAddress, strconv.Itoa(id.TCPPort)),
-		HTTP: net.JoinHostPort(id.BroadcastAddress, strconv.Itoa(id.HTTPPort)),
+		TCP: net.JoinHostPort(id.BroadcastAddress, strconv.Itoa(id.TCPPort)),
+		API: net.JoinHostPort(id.BroadcastAddress, strconv.Itoa(id.HTTPPort)),
 	}
 	var clusterTLS *tls.Config
 	if n.opts.ClusterTLS {
 		if n.tlsConfig == nil || n.opts.TLSRootCAFile == "" {
 			return errors.New("--cluster-tls needs --tls-cert, --tls-key and --tls-root-ca-file")
 		}
+		// Other nodes forward calls to this one over HTTPS.
+		if n.httpsListener == nil {
+			return errors.New("--cluster-tls needs --https-address")
+		}
+		self.API = net.JoinHostPort(id.BroadcastAddress, strconv.Itoa(n.httpsPort()))
 		pool, err := loadCertPool(n.opts.TLSRootCAFile)
 		if err != nil {
 			return fmt.Errorf("--cluster-tls: %w", err)

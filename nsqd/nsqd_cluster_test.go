@@ -241,18 +241,24 @@ func TestReplicatedTopicInProcess(t *testing.T) {
 // cluster's CA cannot complete a handshake with a node's cluster port.
 func TestReplicationOverTLS(t *testing.T) {
 	pki := newTestPKI(t)
+	// With TLS required, plain HTTP answers 403 to everyone, so the calls a
+	// follower forwards must go to the leader's HTTPS API.
 	nodes := startTestCluster(t, 3, func(o *Options) {
 		o.TLSCert, o.TLSKey, o.TLSRootCAFile, o.ClusterTLS = pki.certFile, pki.keyFile, pki.caFile, true
+		o.TLSRequired = TLSRequired
 	})
+	client := pki.clientTLS(false)
 	const topic = "secure"
 	testutil.WaitFor(t, "the topic created", 30*time.Second, func() bool {
-		code, _ := nodes[0].do("POST", "/topic/create?replicas=3&topic="+topic, "")
+		code, _, _ := nodes[0].httpsDo(client, "POST", "/topic/create?replicas=3&topic="+topic)
 		return code == 200
 	})
 	// At once, on every node: one that has not applied the creation yet
 	// asks the leader rather than make an ordinary topic of the name.
 	for _, d := range nodes {
-		d.mustDo("POST", "/pub?topic="+topic, "over tls", 200)
+		if code, body, err := d.httpsDo(client, "POST", "/pub?topic="+topic); code != 200 {
+			t.Fatalf("publish through %s: %d %q %v", d.opts.ClusterAddress, code, body, err)
+		}
 	}
 	testutil.WaitFor(t, "every node applied the three publishes", 30*time.Second, func() bool {
 		for _, d := range nodes {
@@ -279,6 +285,34 @@ func TestReplicationOverTLS(t *testing.T) {
 	}
 	if err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Fatalf("an untrusted peer got through the cluster port's TLS: %v", err)
+	}
+}
+
+// TestClusterTLSNeedsItsParts: --cluster-tls without a certificate and
+// CA, or without an HTTPS listener for forwarded calls, is refused at
+// start with the flag to add.
+func TestClusterTLSNeedsItsParts(t *testing.T) {
+	pki := newTestPKI(t)
+	for want, configure := range map[string]func(*Options){
+		"--tls-cert": func(o *Options) {},
+		"--https-address": func(o *Options) {
+			o.TLSCert, o.TLSKey, o.TLSRootCAFile, o.HTTPSAddress = pki.certFile, pki.keyFile, pki.caFile, ""
+		},
+	} {
+		o := testOptions(t)
+		o.ClusterAddress = "127.0.0.1:0"
+		o.ClusterPeers = []string{o.ClusterAddress}
+		o.ClusterTLS = true
+		configure(o)
+		n, err := New(o)
+		if err != nil {
+			t.Fatalf("New: %v", err)
+		}
+		err = n.Start()
+		testutil.Shutdown(t, n)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("start without %s: %v", want, err)
+		}
 	}
 }
 

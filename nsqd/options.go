@@ -52,7 +52,8 @@ type Options struct {
 	ClusterAddress string   `flag:"cluster-address"`
 	ClusterPeers   []string `flag:"cluster-peers"`
 	// ClusterTLS makes the links between nodes mutual TLS with the
-	// daemon's certificate (which must allow client auth too) and CA.
+	// daemon's certificate (which must allow client auth too) and CA, and
+	// sends forwarded calls to the leader's HTTPS listener.
 	ClusterTLS bool `flag:"cluster-tls"`
 	// clusterSnapshotEntries and clusterSnapshotInterval make Raft
 	// snapshots frequent in tests (zero: Raft's defaults).

@@ -48,7 +48,7 @@ type entry struct {
 	acks     []ack
 	node     string
 	tcp      string
-	http     string
+	api      string
 	policy   []byte // the patch, as POSTed to /topic/policy or /channel/policy
 }
 
@@ -91,7 +91,7 @@ func (e *entry) encode() []byte {
 	case opNode:
 		b = appendString(b, e.node)
 		b = appendString(b, e.tcp)
-		b = appendString(b, e.http)
+		b = appendString(b, e.api)
 	case opPolicy:
 		b = appendString(b, string(e.policy))
 	}
@@ -220,7 +220,7 @@ func decodeEntry(data []byte) (*entry, error) {
 	case opNode:
 		e.node = string(d.bytes())
 		e.tcp = string(d.bytes())
-		e.http = string(d.bytes())
+		e.api = string(d.bytes())
 	case opPolicy:
 		e.policy = d.bytes()
 	default:

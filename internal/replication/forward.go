@@ -3,6 +3,7 @@ package replication
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -34,13 +35,22 @@ func WithAuthSecret(ctx context.Context, secret string) context.Context {
 }
 
 // forwarder hands publishes and admin calls to the leader's HTTP API, the
-// same API clients use.
+// same API clients use: over HTTPS when the cluster runs TLS, presenting
+// the node's certificate, so that neither a forwarded auth secret nor a
+// body crosses the network in the clear, and a leader with
+// --tls-required, whose plain HTTP refuses every call, is reached.
 type forwarder struct {
 	client *http.Client
+	scheme string
 }
 
-func newForwarder(timeout time.Duration) *forwarder {
-	return &forwarder{client: &http.Client{Timeout: timeout}}
+func newForwarder(timeout time.Duration, tlsConfig *tls.Config) *forwarder {
+	if tlsConfig == nil {
+		return &forwarder{client: &http.Client{Timeout: timeout}, scheme: "http://"}
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = tlsConfig.Clone()
+	return &forwarder{client: &http.Client{Timeout: timeout, Transport: tr}, scheme: "https://"}
 }
 
 func (f *forwarder) publish(ctx context.Context, l NodeInfo, topic string, bodies [][]byte, deferFor time.Duration) error {
@@ -68,7 +78,7 @@ func (f *forwarder) publish(ctx context.Context, l NodeInfo, topic string, bodie
 // /stats.
 func (f *forwarder) replicatedAt(ctx context.Context, l NodeInfo, topic string) bool {
 	q := url.Values{"format": {"json"}, "topic": {topic}, "include_clients": {"false"}, "include_mem": {"false"}}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+l.HTTP+"/stats?"+q.Encode(), nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, f.scheme+l.API+"/stats?"+q.Encode(), nil)
 	if err != nil {
 		return false
 	}
@@ -107,7 +117,7 @@ func (f *forwarder) call(ctx context.Context, l NodeInfo, path string, kv ...str
 }
 
 func (f *forwarder) post(ctx context.Context, l NodeInfo, path string, q url.Values, body []byte) error {
-	u := "http://" + l.HTTP + path + "?" + q.Encode()
+	u := f.scheme + l.API + path + "?" + q.Encode()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(body))
 	if err != nil {
 		return err
@@ -118,7 +128,7 @@ func (f *forwarder) post(ctx context.Context, l NodeInfo, path string, q url.Val
 	}
 	resp, err := f.client.Do(req)
 	if err != nil {
-		return fmt.Errorf("%w: forwarding to %s: %v", ErrNoLeader, l.HTTP, err)
+		return fmt.Errorf("%w: forwarding to %s: %v", ErrNoLeader, l.API, err)
 	}
 	defer resp.Body.Close()
 	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
@@ -126,8 +136,8 @@ func (f *forwarder) post(ctx context.Context, l NodeInfo, path string, q url.Val
 	case resp.StatusCode == http.StatusOK:
 		return nil
 	case resp.StatusCode == http.StatusServiceUnavailable:
-		return fmt.Errorf("%w: leader %s answered %s", ErrNotCommitted, l.HTTP, bytes.TrimSpace(msg))
+		return fmt.Errorf("%w: leader %s answered %s", ErrNotCommitted, l.API, bytes.TrimSpace(msg))
 	default:
-		return fmt.Errorf("leader %s answered %d %s", l.HTTP, resp.StatusCode, bytes.TrimSpace(msg))
+		return fmt.Errorf("leader %s answered %d %s", l.API, resp.StatusCode, bytes.TrimSpace(msg))
 	}
 }

@@ -34,8 +34,8 @@ type Config struct {
 	Peers []string
 	// DataDir holds the Raft log and snapshots.
 	DataDir string
-	// Self is where clients reach this node's daemon; followers forward
-	// publishes and admin calls to the leader's HTTP address.
+	// Self is where this node's daemon is reached; followers forward
+	// publishes and admin calls to the leader's API address.
 	Self NodeInfo
 	Host Host
 	Log  *slog.Logger
@@ -50,7 +50,8 @@ type Config struct {
 	SyncTimeout time.Duration
 	// TLS, when set, makes the links between nodes mutual TLS: its
 	// certificate is presented both ways (so it must allow server and client
-	// authentication) and RootCAs verifies the peers.
+	// authentication) and RootCAs verifies the peers. Forwarded calls then
+	// go over HTTPS with it too, so Self.API must be an HTTPS listener.
 	TLS *tls.Config
 	// Snapshots: after SnapshotEntries new entries, checked every
 	// SnapshotInterval, keeping TrailingEntries behind the snapshot; zero
@@ -197,7 +198,7 @@ func Start(cfg Config) (*Node, error) {
 	n.cancel = cancel
 	n.acks = newAckBatcher(n)
 	n.pubs = newPublishGroups(n.commit, publishInFlight, publishGroupBytes)
-	n.http = newForwarder(cfg.Timeout)
+	n.http = newForwarder(cfg.Timeout, cfg.TLS)
 	n.wg.Add(3)
 	go func() {
 		defer n.wg.Done()
@@ -245,6 +246,7 @@ func (n *Node) Close() error {
 	}
 	n.cancel()
 	n.wg.Wait()
+	n.http.client.CloseIdleConnections()
 	n.fsm.deactivate()
 	err := n.shutdownRaft()
 	n.fsm.close()
@@ -281,7 +283,7 @@ func (n *Node) lead() {
 		n.cfg.Log.Warn("replication: new leader could not catch up", "err", err)
 		return
 	}
-	e := &entry{op: opNode, node: n.cfg.Address, tcp: n.cfg.Self.TCP, http: n.cfg.Self.HTTP}
+	e := &entry{op: opNode, node: n.cfg.Address, tcp: n.cfg.Self.TCP, api: n.cfg.Self.API}
 	if err := n.raft.Apply(e.encode(), n.cfg.Timeout).Error(); err != nil {
 		n.cfg.Log.Warn("replication: new leader could not announce itself", "err", err)
 		return
@@ -518,7 +520,7 @@ func (n *Node) submit(ctx context.Context, local func(context.Context) error, fo
 	if err != nil {
 		return err
 	}
-	if l.HTTP == n.cfg.Self.HTTP {
+	if l.API == n.cfg.Self.API {
 		return local(ctx) // we were just elected
 	}
 	return forward(ctx, l)

@@ -144,7 +144,7 @@ func (s *snapshot) write(w *streamWriter) error {
 		n := s.nodes[addr]
 		w.string(addr)
 		w.string(n.TCP)
-		w.string(n.HTTP)
+		w.string(n.API)
 	}
 	w.uvarint(uint64(len(s.topics)))
 	for _, t := range s.topics {
@@ -288,7 +288,7 @@ func readSnapshot(r *streamReader, spill *spillWriter) (*state, error) {
 	st := newState()
 	for range r.count() {
 		addr := r.string()
-		st.nodes[addr] = NodeInfo{TCP: r.string(), HTTP: r.string()}
+		st.nodes[addr] = NodeInfo{TCP: r.string(), API: r.string()}
 	}
 	for range r.count() {
 		name := r.string()

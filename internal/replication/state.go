@@ -88,11 +88,12 @@ type topicState struct {
 	batches map[uint64]*batch // every batch some holder still holds part of
 }
 
-// NodeInfo is where clients reach a node's daemon: its TCP (broadcast
-// address:port) and HTTP addresses.
+// NodeInfo is where a node's daemon is reached: TCP is its broadcast
+// address:port for clients, API the host:port of the HTTP API that other
+// nodes forward calls to (its HTTPS listener when the cluster runs TLS).
 type NodeInfo struct {
-	TCP  string
-	HTTP string
+	TCP string
+	API string
 }
 
 // state is the replicated state machine: every node applies the same
@@ -220,7 +221,7 @@ func (s *state) apply(index uint64, e *entry) {
 			}
 		}
 	case opNode:
-		s.nodes[e.node] = NodeInfo{TCP: e.tcp, HTTP: e.http}
+		s.nodes[e.node] = NodeInfo{TCP: e.tcp, API: e.api}
 	case opPolicy:
 		switch t, c := s.channel(e); {
 		case t == nil:

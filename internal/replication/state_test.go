@@ -27,7 +27,7 @@ func TestEntryRoundTrip(t *testing.T) {
 		{op: opTouch, topic: "t", channel: "c", acks: []ack{{seq: 9, due: 1 << 62, attempts: 65535}}},
 		{op: opEmpty, topic: "t", channel: "c"},
 		{op: opPolicy, topic: "t", policy: []byte(`{"max_bytes":1}`)},
-		{op: opNode, node: "127.0.0.1:1", tcp: "127.0.0.1:2", http: "127.0.0.1:3"},
+		{op: opNode, node: "127.0.0.1:1", tcp: "127.0.0.1:2", api: "127.0.0.1:3"},
 	}
 	for _, e := range entries {
 		b := e.encode()
@@ -310,7 +310,7 @@ func TestSnapshotRestore(t *testing.T) {
 		&entry{op: opPolicy, topic: "u", policy: []byte(`{"max_bytes":1}`)},
 		&entry{op: opPublish, topic: "u", ts: 2, deferFor: 3, bodies: [][]byte{[]byte("d1"), []byte("d2")}},
 		&entry{op: opPublish, topic: "u", ts: 4, bodies: many},
-		&entry{op: opNode, node: "n1", tcp: "h:1", http: "h:2"},
+		&entry{op: opNode, node: "n1", tcp: "h:1", api: "h:2"},
 	)
 	d1 := seqOf(8, 0)
 	f.commit(t,
@@ -327,7 +327,7 @@ func TestSnapshotRestore(t *testing.T) {
 	if got := g.dump(t); !reflect.DeepEqual(got, want) {
 		t.Fatalf("restored %+v\nwant %+v", got, want)
 	}
-	if g.st.nodes["n1"] != (NodeInfo{TCP: "h:1", HTTP: "h:2"}) || g.replicas("u") != 5 {
+	if g.st.nodes["n1"] != (NodeInfo{TCP: "h:1", API: "h:2"}) || g.replicas("u") != 5 {
 		t.Fatalf("restored nodes %v, replicas of u %d", g.st.nodes, g.replicas("u"))
 	}
 	if k := g.keepIndex(); k != 0 {

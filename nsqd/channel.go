@@ -87,6 +87,7 @@ func newChannel(topicName, name string, ephemeral bool, cfg *queueConfig, e2e *l
 	}
 	ch.q.init(cfg, backend, ephemeral, cfg.memQueueSize == 0 && !ephemeral, &ch.mu)
 	ch.q.pol.discard = ch.dropLocked
+	ch.q.pol.left = ch.replicateFinished
 	if err := ch.loadDeferred(); err != nil {
 		ch.log.Error("loading deferred messages", "topic", topicName, "channel", name, "err", err)
 	}
@@ -206,7 +207,7 @@ func (ch *Channel) windowLocked() int64 {
 // deliverLocked puts m in flight to s, or drops it if s samples it out.
 func (ch *Channel) deliverLocked(m *Message, s *Subscription, now int64) {
 	if s.sampleRate > 0 && rand.Int32N(100) > s.sampleRate {
-		ch.dropLocked(m)
+		ch.q.discardLocked(m) // sampled out: gone for good, as in NSQ
 		return
 	}
 	if ch.inFlight == nil {

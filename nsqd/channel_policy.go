@@ -80,7 +80,7 @@ func (ch *Channel) nextLiveLocked() *Message {
 			return m
 		case p.maxAge > 0 && p.expired(m.Timestamp, time.Now().UnixNano()):
 			ch.q.pol.expired.Add(1)
-			ch.dropLocked(m)
+			ch.q.discardLocked(m)
 		case outOfAttempts(p, m):
 			go ch.deadLetter([]*Message{m})
 		default:
@@ -118,6 +118,9 @@ func (ch *Channel) deadLetter(msgs []*Message) {
 	defer func() {
 		for _, h := range holds {
 			ch.q.release(h)
+		}
+		for _, m := range msgs {
+			ch.replicateFinished(m.ID)
 		}
 	}()
 	ch.q.pol.deadLettered.Add(uint64(len(msgs)))

@@ -121,7 +121,8 @@ func (s *Subscription) Finish(id MessageID) error {
 }
 
 // replicateFinished tells the replication layer that id left this
-// channel for good, when the channel is a leader's copy of a replicated
+// channel for good (FIN'd, dropped, expired, sampled out or
+// dead-lettered), when the channel is a leader's copy of a replicated
 // one.
 func (ch *Channel) replicateFinished(id MessageID) {
 	if r := ch.repl.Load(); r != nil {
@@ -153,7 +154,6 @@ func (s *Subscription) Requeue(id MessageID, delay time.Duration) error {
 		ch.fillAllLocked()
 		ch.unlock()
 		ch.deadLetter([]*Message{m})
-		ch.replicateFinished(id)
 		return nil
 	}
 	defer ch.unlock()

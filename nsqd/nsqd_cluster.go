@@ -138,6 +138,7 @@ func (h clusterHost) Adopt(v replication.TopicView) error {
 			return err
 		}
 	}
+	t.repl.Store(n.repl)
 	for _, p := range v.Policies {
 		if err := t.patchPolicy(bodyPatch(p, false, t.name)); err != nil {
 			return fmt.Errorf("topic policy: %w", err)

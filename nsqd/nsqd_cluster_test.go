@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -611,4 +612,61 @@ func TestReplicationUnderAuth(t *testing.T) {
 		}
 		return true
 	})
+}
+
+// TestReplicatedPolicyDropsLeaveState: what the leader's policies take out
+// of a replicated topic (a channel's cap, the topic's cap on its backlog, a
+// message out of attempts at its timeout) leaves the replicated state on
+// every node too, as a FIN would: otherwise every node would hold those
+// messages, and the Raft log their entries, for ever.
+func TestReplicatedPolicyDropsLeaveState(t *testing.T) {
+	nodes := startTestCluster(t, 3, func(o *Options) { o.MsgTimeout = 300 * time.Millisecond })
+	const topic, backlogTopic = "capped", "capped-backlog"
+	createReplicated(t, nodes, nodes[0], nodes[0], topic, "c")
+	leader := leaderOf(t, nodes)
+	follower := followerOf(nodes, leader)
+	depths := func(topic string) (got []int) {
+		for _, d := range nodes {
+			v, _ := d.repl.Topic(topic)
+			if len(v.Channels) == 0 {
+				got = append(got, v.Depth)
+			}
+			for _, c := range v.Channels {
+				got = append(got, c.Depth)
+			}
+		}
+		return got
+	}
+	waitDepths := func(what, topic string, want int) {
+		t.Helper()
+		testutil.WaitFor(t, what, 10*time.Second, func() bool {
+			return slices.Equal(depths(topic), []int{want, want, want})
+		})
+	}
+
+	follower.mustDo("POST", "/channel/policy?topic="+topic+"&channel=c", `{"max_msgs":5}`, 200)
+	for i := range 10 {
+		follower.mustDo("POST", "/pub?topic="+topic, fmt.Sprint("m", i), 200)
+	}
+	waitDepths("the channel's cap applied on every node", topic, 5)
+
+	testutil.WaitFor(t, "the backlog topic created", 30*time.Second, func() bool {
+		code, _ := follower.do("POST", "/topic/create?replicas=3&topic="+backlogTopic, "")
+		return code == 200
+	})
+	waitKnown(t, nodes, backlogTopic)
+	follower.mustDo("POST", "/topic/policy?topic="+backlogTopic, `{"max_msgs":3}`, 200)
+	for i := range 6 {
+		follower.mustDo("POST", "/pub?topic="+backlogTopic, fmt.Sprint("b", i), 200)
+	}
+	waitDepths("the topic's cap applied to its backlog on every node", backlogTopic, 3)
+
+	// One delivery allowed, no dead-letter topic: a message that times
+	// out is dropped, everywhere.
+	follower.mustDo("POST", "/channel/policy?topic="+topic+"&channel=c", `{"max_msgs":0,"max_attempts":1}`, 200)
+	c := dialV2(t, leader.tcp)
+	c.sub(topic, "c")
+	c.send("RDY 1")
+	c.expectMsg()
+	waitDepths("the timed-out message dead-lettered on every node", topic, 4)
 }

@@ -43,6 +43,10 @@ type queuePolicyState struct {
 	// discard, if set, ends a message the policy dropped from memory (a
 	// channel releases its held disk record: Channel.dropLocked).
 	discard func(*Message)
+	// left, if set, is told the ID of every message the policy dropped,
+	// from memory or from disk, so that a replicated queue's leader can
+	// record it as gone for good. It runs with or without the owner's lock.
+	left func(MessageID)
 }
 
 var errQueueFull = errors.New("queue full")
@@ -170,6 +174,9 @@ func (q *msgQueue) discardLocked(m *Message) {
 	if q.pol.discard != nil {
 		q.pol.discard(m)
 	}
+	if q.pol.left != nil {
+		q.pol.left(m.ID)
+	}
 }
 
 // overCapLocked is how many messages and body bytes are over p's caps.
@@ -259,6 +266,9 @@ func (q *msgQueue) skipHead(max int64, keep func(rec []byte) bool) (int64, error
 			return true
 		}
 		bytes += int64(len(rec) - messageHeaderLen)
+		if q.pol.left != nil && len(rec) >= messageHeaderLen {
+			q.pol.left(MessageID(rec[10:messageHeaderLen]))
+		}
 		return false
 	})
 	q.pol.diskBody.Add(-bytes)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/nsqgo/nsq/internal/diskqueue"
 	"github.com/nsqgo/nsq/internal/names"
+	"github.com/nsqgo/nsq/internal/replication"
 )
 
 // topicHooks is what a topic tells its daemon about; it keeps Topic free of
@@ -47,6 +48,10 @@ type Topic struct {
 	// lifecycle is the topicState (topic_state.go), written with mu held,
 	// read without it by NSQD.getTopic.
 	lifecycle atomic.Uint32
+
+	// repl is set when the topic is the leader's copy of a replicated
+	// topic (clusterHost.Adopt).
+	repl atomic.Pointer[replication.Node]
 
 	mu       sync.RWMutex // guards every field below, and q
 	channels map[string]*Channel

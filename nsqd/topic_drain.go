@@ -98,7 +98,10 @@ func (t *Topic) move(batch []*Message, fromMem int) bool {
 		failed, lastErr := putAll(pending)
 		if len(failed) == 0 {
 			t.placed(batch, fromMem)
-			t.q.pol.expired.Add(uint64(expired))
+			t.q.pol.expired.Add(uint64(len(expired)))
+			for _, m := range expired {
+				t.replicateDropped(m.ID)
+			}
 			// A batch that needed retries says nothing of the next one:
 			// keep the reason until one moves cleanly or none is left.
 			if failures == 0 || t.Depth() == 0 {

@@ -24,6 +24,7 @@ func resolveTopicPolicy(own, defaults *policySettings) *queuePolicy {
 func (t *Topic) initPolicy() {
 	t.q.pol.eff.Store(resolveTopicPolicy(nil, t.cfg.policyDefaults))
 	t.q.pol.headHeld = func() bool { return t.draining }
+	t.q.pol.left = t.replicateDropped
 }
 
 // policyPatch turns a queue's own settings into new ones (a POST body
@@ -134,19 +135,30 @@ func (t *Topic) drainBatchSize() int {
 	return int(size)
 }
 
-// liveBatch returns batch without the messages older than the topic's
-// max_age, and how many it left out: those are never delivered.
-func (t *Topic) liveBatch(batch []*Message) ([]*Message, int) {
+// liveBatch splits batch into the messages within the topic's max_age and
+// those older: those are never delivered.
+func (t *Topic) liveBatch(batch []*Message) (live, expired []*Message) {
 	p := t.q.policy()
 	if p == nil || p.maxAge <= 0 {
-		return batch, 0
+		return batch, nil
 	}
 	now := time.Now().UnixNano()
-	live := make([]*Message, 0, len(batch))
+	live = make([]*Message, 0, len(batch))
 	for _, m := range batch {
-		if !p.expired(m.Timestamp, now) {
+		if p.expired(m.Timestamp, now) {
+			expired = append(expired, m)
+		} else {
 			live = append(live, m)
 		}
 	}
-	return live, len(batch) - len(live)
+	return live, expired
+}
+
+// replicateDropped tells the replication layer that the topic's policy
+// dropped id before any channel got it, when the topic is the leader's
+// copy of a replicated one.
+func (t *Topic) replicateDropped(id MessageID) {
+	if r := t.repl.Load(); r != nil {
+		r.Finished(t.name, "", id)
+	}
 }

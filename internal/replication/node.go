@@ -466,8 +466,11 @@ func (n *Node) SetPolicy(ctx context.Context, topic, channel string, patch []byt
 	})
 }
 
-// Finished records a FIN of a replicated channel. FINs are committed in
-// batches and never waited for: one lost in a failover means a redelivery.
+// Finished records that a message left a replicated channel for good: a
+// FIN, or a policy's drop, expiry or dead-lettering. Channel "" is the
+// topic itself: a message its policy dropped before any channel got it
+// leaves the backlog and every channel. These are committed in batches
+// and never waited for: one lost in a failover means a redelivery.
 func (n *Node) Finished(topic, channel string, id [16]byte) {
 	if seq, ok := parseID(id); ok {
 		n.acks.add(opFinish, topic, channel, ack{seq: seq})

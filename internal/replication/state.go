@@ -209,7 +209,18 @@ func (s *state) apply(index uint64, e *entry) {
 	case opPublish:
 		s.publish(index, e)
 	case opFinish:
-		if t, c := s.channel(e); c != nil {
+		switch t, c := s.channel(e); {
+		case t == nil:
+		case e.channel == "":
+			// The topic itself let the messages go (a policy dropped them
+			// before any channel got them): no holder keeps them.
+			for _, a := range e.acks {
+				s.finish(t, t.backlog, a.seq)
+				for _, c := range t.channels {
+					s.finish(t, c.held, a.seq)
+				}
+			}
+		case c != nil:
 			for _, a := range e.acks {
 				s.finish(t, c.held, a.seq)
 			}

@@ -262,6 +262,33 @@ func TestStateFanOutFinishAndBacklog(t *testing.T) {
 	}
 }
 
+// A message the topic dropped (channel "" in a finish) leaves the
+// backlog and every channel that holds it, and no longer pins the log.
+func TestStateTopicDrop(t *testing.T) {
+	f := newTestFSM(t, t.TempDir())
+	f.commit(t,
+		&entry{op: opCreateTopic, topic: "t", replicas: 3},
+		&entry{op: opPublish, topic: "t", ts: 10, bodies: [][]byte{[]byte("old")}}, // the backlog
+	)
+	old := seqOfID(t, f.dump(t)[0].Backlog[0])
+	f.commit(t, &entry{op: opFinish, topic: "t", acks: []ack{{seq: old}}})
+	if d := f.dump(t); len(d[0].Backlog) != 0 || f.keepIndex() != 0 {
+		t.Fatalf("backlog after the topic dropped its message: %q, keepIndex %d", bodiesOf(d[0].Backlog), f.keepIndex())
+	}
+	f.commit(t,
+		&entry{op: opCreateChannel, topic: "t", channel: "a"},
+		&entry{op: opCreateChannel, topic: "t", channel: "b"},
+		&entry{op: opPublish, topic: "t", ts: 20, bodies: [][]byte{[]byte("x"), []byte("y")}},
+	)
+	x := seqOfID(t, f.dump(t)[0].Channels[0].Messages[0])
+	f.commit(t, &entry{op: opFinish, topic: "t", acks: []ack{{seq: x}}})
+	for _, c := range f.dump(t)[0].Channels {
+		if got := bodiesOf(c.Messages); !reflect.DeepEqual(got, []string{"y"}) {
+			t.Fatalf("channel %s after the topic dropped x: %q", c.Name, got)
+		}
+	}
+}
+
 // memSink is a raft.SnapshotSink in memory.
 type memSink struct{ bytes.Buffer }
 

@@ -303,6 +303,7 @@ func (ch *Channel) onTimer() {
 				dead = append(dead, m)
 				continue
 			}
+			ch.replicateReturned(m)
 			ch.q.pushBackLocked(m)
 		}
 	}

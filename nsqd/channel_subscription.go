@@ -71,6 +71,7 @@ func (s *Subscription) Unsubscribe() {
 			dead = append(dead, m)
 			continue
 		}
+		ch.replicateReturned(m)
 		ch.q.pushFrontLocked(m)
 	}
 	s.inFlight.Store(0)
@@ -127,6 +128,15 @@ func (s *Subscription) Finish(id MessageID) error {
 func (ch *Channel) replicateFinished(id MessageID) {
 	if r := ch.repl.Load(); r != nil {
 		r.Finished(ch.topicName, ch.name, id)
+	}
+}
+
+// replicateReturned tells the replication layer that m came back from a
+// consumer without a FIN or REQ (it timed out, or its consumer left), so
+// that a new leader keeps its attempts, as it does a REQ's.
+func (ch *Channel) replicateReturned(m *Message) {
+	if r := ch.repl.Load(); r != nil {
+		r.Requeued(ch.topicName, ch.name, m.ID, 0, m.Attempts)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -669,4 +670,65 @@ func TestReplicatedPolicyDropsLeaveState(t *testing.T) {
 	c.send("RDY 1")
 	c.expectMsg()
 	waitDepths("the timed-out message dead-lettered on every node", topic, 4)
+}
+
+// TestReplicatedAttemptsOnTimeoutAndDisconnect: a message that timed out,
+// and one whose consumer left while it was in flight, keep their attempts
+// across a change of leader, as a REQ'd one does.
+func TestReplicatedAttemptsOnTimeoutAndDisconnect(t *testing.T) {
+	nodes := startTestCluster(t, 3, func(o *Options) { o.MsgTimeout = 300 * time.Millisecond })
+	const topic = "attempted"
+	createReplicated(t, nodes, nodes[0], nodes[0], topic, "c")
+	leader := leaderOf(t, nodes)
+	leader.mustDo("POST", "/pub?topic="+topic, "timed out", 200)
+	leader.mustDo("POST", "/pub?topic="+topic, "left", 200)
+	backInQueue := func(what string, timeouts uint64) {
+		t.Helper()
+		testutil.WaitFor(t, what, 10*time.Second, func() bool {
+			cs, ok := leader.channelStats(topic, "c")
+			return ok && cs.Depth == 2 && cs.InFlightCount == 0 && cs.TimeoutCount == timeouts
+		})
+	}
+
+	c := dialV2(t, leader.tcp)
+	c.sub(topic, "c")
+	c.send("RDY 1")
+	if m := c.expectMsg(); m.body != "timed out" || m.attempts != 1 {
+		t.Fatalf("first delivery: %q attempt %d", m.body, m.attempts)
+	}
+	c.send("RDY 0")
+	backInQueue("the first message timed out", 1)
+	c.send("RDY 1") // the timed-out message went to the back of the queue
+	if m := c.expectMsg(); m.body != "left" || m.attempts != 1 {
+		t.Fatalf("second delivery: %q attempt %d", m.body, m.attempts)
+	}
+	c.conn.Close()
+	// Back in the queue means the return is recorded: both happen under
+	// the channel's lock, the record first.
+	backInQueue("the second message back after its consumer left", 1)
+
+	if err := leader.repl.TransferLeadership(""); err != nil {
+		t.Fatal(err)
+	}
+	var next *testDaemon
+	testutil.WaitFor(t, "another node leads", 30*time.Second, func() bool {
+		for _, d := range nodes {
+			if d != leader && d.repl.Leading() && !leader.repl.Leading() {
+				next = d
+				return true
+			}
+		}
+		return false
+	})
+	c = dialV2(t, next.tcp)
+	c.sub(topic, "c")
+	c.send("RDY 2")
+	got := map[string]uint16{}
+	for range 2 {
+		m := c.expectMsg()
+		got[m.body] = m.attempts
+	}
+	if want := map[string]uint16{"timed out": 2, "left": 2}; !maps.Equal(got, want) {
+		t.Fatalf("the new leader delivered (body: attempt) %v, want %v", got, want)
+	}
 }

@@ -236,10 +236,8 @@ func newTransport(cfg Config, advertise *net.TCPAddr, hlog hclog.Logger) (*raft.
 // node that is not running leads nothing), then Raft stops.
 func (n *Node) Close() error {
 	if n.raft.State() == raft.Leader {
-		// FINs of consumers that finished before the shutdown are not
-		// redelivered, and the next leader is ready sooner than an
-		// election after a missed heartbeat would make it.
-		n.acks.flush()
+		// The next leader is ready sooner than an election after a missed
+		// heartbeat would make it.
 		if err := n.TransferLeadership(""); err != nil {
 			n.cfg.Log.Info("replication: leadership not handed over before shutdown", "err", err)
 		}
@@ -570,8 +568,11 @@ func (w *slogWriter) Write(p []byte) (int, error) {
 }
 
 // TransferLeadership hands the leadership to the voter at addr, or with
-// addr "" to the most up to date one, and waits until it has it.
+// addr "" to the most up to date one, and waits until it has it. The FINs,
+// REQs and TOUCHes waiting for their batch are committed first, so that
+// what consumers finished before the handoff is not delivered again.
 func (n *Node) TransferLeadership(addr string) error {
+	n.acks.flush()
 	var f raft.Future
 	if addr == "" {
 		f = n.raft.LeadershipTransfer()

@@ -15,15 +15,21 @@ import "time"
 // refused although it would just fit: near the cap the check errs towards
 // "full", never towards an overshoot.
 func reserveChannels(chans []*Channel, msgs []*Message) (release func(), err error) {
+	for _, ch := range chans {
+		if ch.q.policy().rejects() {
+			return reserveChannelRoom(chans, int64(len(msgs)), bodyBytes(msgs))
+		}
+	}
+	return nil, nil
+}
+
+// reserveChannelRoom is reserveChannels for n messages of bytes body bytes.
+func reserveChannelRoom(chans []*Channel, n, bytes int64) (release func(), err error) {
 	var held []*Channel
-	var n, bytes int64 = -1, 0
 	for _, ch := range chans {
 		p := ch.q.policy()
 		if !p.rejects() {
 			continue
-		}
-		if n < 0 {
-			n, bytes = int64(len(msgs)), bodyBytes(msgs)
 		}
 		ch.mu.Lock()
 		err = ch.q.reserveLocked(p, "channel "+ch.topicName+"/"+ch.name, n, bytes)

@@ -33,6 +33,8 @@ func replicationErr(err error) error {
 		return apiErr(http.StatusNotFound, "CHANNEL_NOT_FOUND")
 	case errors.Is(err, errDraining):
 		return apiErr(http.StatusServiceUnavailable, "DRAINING")
+	case errors.Is(err, errQueueFull):
+		return apiErr(http.StatusServiceUnavailable, "QUEUE_FULL")
 	}
 	return apiErr(http.StatusInternalServerError, "INTERNAL_ERROR: "+err.Error())
 }

@@ -88,6 +88,23 @@ func (n *NSQD) publishReplicated(ctx context.Context, r *replication.Node, topic
 	if n.Draining() {
 		return errDraining
 	}
+	// reject_new: the leader's copy of the topic holds what the caps count.
+	// The room is held until the commit, not until the local worker has put
+	// the messages, so publishes racing near the cap may overshoot it by
+	// what is in between; the topic keeps those until there is room.
+	if t, ok := n.GetExistingTopic(topic); ok && r.Leading() {
+		var bytes int64
+		for _, b := range bodies {
+			bytes += int64(len(b))
+		}
+		release, err := t.reserveRoom(int64(len(bodies)), bytes)
+		if err != nil {
+			return err
+		}
+		if release != nil {
+			defer release()
+		}
+	}
 	return r.Publish(replication.WithAuthSecret(ctx, authSecret), topic, bodies, deferFor)
 }
 
@@ -164,7 +181,7 @@ func (h clusterHost) Adopt(v replication.TopicView) error {
 	if v.Paused {
 		t.Pause()
 	}
-	if err := v.Backlog(func(msgs []replication.Message) error { return t.Put(localMessages(msgs)) }); err != nil {
+	if err := v.Backlog(func(msgs []replication.Message) error { return t.putAccepted(localMessages(msgs)) }); err != nil {
 		return fmt.Errorf("loading the topic's backlog: %w", err)
 	}
 	return nil
@@ -212,7 +229,7 @@ func (h clusterHost) Deliver(topic string, msgs []replication.Message) error {
 	if !ok {
 		return errTopicNotFound
 	}
-	return t.Put(localMessages(msgs))
+	return t.putAccepted(localMessages(msgs))
 }
 
 func (h clusterHost) Empty(topic, channel string) error {

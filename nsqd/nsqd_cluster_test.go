@@ -732,3 +732,45 @@ func TestReplicatedAttemptsOnTimeoutAndDisconnect(t *testing.T) {
 		t.Fatalf("the new leader delivered (body: attempt) %v, want %v", got, want)
 	}
 }
+
+// TestReplicatedRejectNew: a reject_new cap on a replicated topic's
+// channel refuses publishes on every node once the leader's channel is
+// full (HTTP 503 QUEUE_FULL on the leader, 503 through a follower, a
+// failed PUB over TCP), and what was refused is in no node's state.
+func TestReplicatedRejectNew(t *testing.T) {
+	nodes := startTestCluster(t, 3)
+	const topic = "bounded"
+	createReplicated(t, nodes, nodes[0], nodes[0], topic, "c")
+	leader := leaderOf(t, nodes)
+	follower := followerOf(nodes, leader)
+	follower.mustDo("POST", "/channel/policy?topic="+topic+"&channel=c", `{"max_msgs":3,"overflow":"reject_new"}`, 200)
+	testutil.WaitFor(t, "the policy on the leader's channel", 10*time.Second, func() bool {
+		cs, ok := leader.channelStats(topic, "c")
+		return ok && cs.Policy.Overflow == "reject_new"
+	})
+	for i := range 3 {
+		follower.mustDo("POST", "/pub?topic="+topic, fmt.Sprint("m", i), 200)
+	}
+	testutil.WaitFor(t, "the leader's channel full", 10*time.Second, func() bool {
+		cs, _ := leader.channelStats(topic, "c")
+		return cs.Depth == 3
+	})
+	if code, body := leader.do("POST", "/pub?topic="+topic, "over"); code != 503 || !strings.Contains(body, "QUEUE_FULL") {
+		t.Fatalf("publish to a full channel on the leader: %d %q, want 503 QUEUE_FULL", code, body)
+	}
+	if code, body := follower.do("POST", "/pub?topic="+topic, "over"); code != 503 || !strings.Contains(body, "QUEUE_FULL") {
+		t.Fatalf("publish to a full channel through a follower: %d %q, want 503 naming QUEUE_FULL", code, body)
+	}
+	p := newProducer(t, follower.tcp)
+	if err := p.Publish(topic, []byte("over")); err == nil {
+		t.Fatal("PUB to a full channel through a follower succeeded")
+	}
+	testutil.WaitFor(t, "every node holding the 3 accepted messages, and no more", 10*time.Second, func() bool {
+		for _, d := range nodes {
+			if v, _ := d.repl.Topic(topic); v.Channels[0].Depth != 3 {
+				return false
+			}
+		}
+		return true
+	})
+}

@@ -90,7 +90,14 @@ func (t *Topic) Name() string { return t.name }
 // channels happens without the topic's lock, so a channel writing to a slow
 // disk holds up neither the topic's other channels nor SUBs and admin calls
 // on the topic.
-func (t *Topic) Put(msgs []*Message) error {
+func (t *Topic) Put(msgs []*Message) error { return t.put(msgs, true) }
+
+// putAccepted is Put for messages accepted elsewhere, which no reject_new
+// cap may refuse: a replicated topic's committed messages on its leader
+// (the caps were checked before the commit: NSQD.publishReplicated).
+func (t *Topic) putAccepted(msgs []*Message) error { return t.put(msgs, false) }
+
+func (t *Topic) put(msgs []*Message, capped bool) error {
 	var bytes uint64
 	for _, m := range msgs {
 		bytes += uint64(len(m.Body))
@@ -105,9 +112,9 @@ func (t *Topic) Put(msgs []*Message) error {
 
 	var err error
 	if direct {
-		err = t.fanOutWithinCaps(t.channelList(), msgs)
+		err = t.fanOutWithin(t.channelList(), msgs, capped)
 	} else {
-		err = t.queue(msgs)
+		err = t.queue(msgs, capped)
 	}
 	if err != nil {
 		return err
@@ -225,7 +232,7 @@ func (t *Topic) removeChannelLocked(ch *Channel) {
 // stays in memory whatever the limits, as it would in a channel's deferred
 // queue: the disk format cannot carry its delay). Memory is touched only
 // once the disk write succeeded, so a failed publish leaves no trace.
-func (t *Topic) queue(msgs []*Message) error {
+func (t *Topic) queue(msgs []*Message, capped bool) error {
 	t.mu.Lock()
 	if !t.state().takesWork() {
 		t.unlock()
@@ -234,15 +241,17 @@ func (t *Topic) queue(msgs []*Message) error {
 	if !t.holdsBacklogLocked() {
 		// The backlog drained while we waited for the lock.
 		t.unlock()
-		return t.fanOutWithinCaps(t.channelList(), msgs)
+		return t.fanOutWithin(t.channelList(), msgs, capped)
 	}
 	defer t.unlock()
-	release, err := t.reserveBacklogLocked(msgs)
-	if err != nil {
-		return err
-	}
-	if release != nil {
-		defer release() // before the deferred unlock
+	if capped {
+		release, err := t.reserveBacklogLocked(msgs)
+		if err != nil {
+			return err
+		}
+		if release != nil {
+			defer release() // before the deferred unlock
+		}
 	}
 	var toDisk []*Message
 	n, bytes := countReady(msgs, 0)

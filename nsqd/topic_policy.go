@@ -93,9 +93,12 @@ func (t *Topic) sweepPolicy(now int64) {
 	}
 }
 
-// fanOutWithinCaps is fanOut for a publish: every reject_new channel must
-// have room for msgs first, or none gets them.
-func (t *Topic) fanOutWithinCaps(chans []*Channel, msgs []*Message) error {
+// fanOutWithin is fanOut for a publish: when capped, every reject_new
+// channel must have room for msgs first, or none gets them.
+func (t *Topic) fanOutWithin(chans []*Channel, msgs []*Message, capped bool) error {
+	if !capped {
+		return t.fanOut(chans, msgs)
+	}
 	release, err := reserveChannels(chans, msgs)
 	if err != nil {
 		return err
@@ -121,6 +124,31 @@ func (t *Topic) reserveBacklogLocked(msgs []*Message) (release func(), err error
 		return nil, err
 	}
 	return func() { t.q.unreserveLocked(n, bytes) }, nil
+}
+
+// reserveRoom claims room for n messages of bytes body bytes under the
+// reject_new caps a Put would meet now: the topic's own while it holds a
+// backlog, else its channels'. release, nil when nothing was claimed,
+// gives the room back.
+func (t *Topic) reserveRoom(n, bytes int64) (release func(), err error) {
+	t.mu.Lock()
+	if !t.holdsBacklogLocked() {
+		t.unlock()
+		return reserveChannelRoom(t.channelList(), n, bytes)
+	}
+	defer t.unlock()
+	p := t.q.policy()
+	if !p.rejects() {
+		return nil, nil
+	}
+	if err := t.q.reserveLocked(p, "topic "+t.name, n, bytes); err != nil {
+		return nil, err
+	}
+	return func() {
+		t.mu.Lock()
+		t.q.unreserveLocked(n, bytes)
+		t.unlock()
+	}, nil
 }
 
 // drainBatchSize bounds a backlog batch by the smallest max_msgs of the

@@ -144,12 +144,12 @@ func queryTopic(r *http.Request) (url.Values, string, error) {
 func (s *httpServer) getTopic(name string) (*Topic, error) {
 	t, err := s.n.GetTopic(name)
 	if err != nil {
-		return nil, s.publishErr(err)
+		return nil, publishErr(err)
 	}
 	return t, nil
 }
 
-func (s *httpServer) publishErr(err error) error {
+func publishErr(err error) error {
 	if errors.Is(err, errExiting) {
 		return apiErr(http.StatusServiceUnavailable, "EXITING")
 	}
@@ -198,7 +198,7 @@ func (s *httpServer) pub(_ http.ResponseWriter, r *http.Request, _ httprouter.Pa
 		return nil, err
 	}
 	if err := s.n.publish(t, [][]byte{body}, deferFor); err != nil {
-		return nil, s.publishErr(err)
+		return nil, publishErr(err)
 	}
 	return "OK", nil
 }
@@ -275,7 +275,7 @@ func (s *httpServer) mpub(_ http.ResponseWriter, r *http.Request, _ httprouter.P
 		return "OK", nil
 	}
 	if err := s.n.publish(t, packBodies(bodies, body), 0); err != nil {
-		return nil, s.publishErr(err)
+		return nil, publishErr(err)
 	}
 	return "OK", nil
 }
@@ -521,10 +521,10 @@ func (s *httpServer) channelCreate(_ http.ResponseWriter, r *http.Request, _ htt
 		return nil, apiErr(http.StatusNotFound, "TOPIC_NOT_FOUND")
 	}
 	if err := s.n.refuseNewChannel(t, channel); err != nil {
-		return nil, s.publishErr(err)
+		return nil, publishErr(err)
 	}
 	if _, err := t.GetChannel(channel); err != nil {
-		return nil, s.publishErr(err)
+		return nil, publishErr(err)
 	}
 	return nil, nil
 }

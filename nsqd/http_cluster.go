@@ -31,10 +31,8 @@ func replicationErr(err error) error {
 		return apiErr(http.StatusServiceUnavailable, "NOT_COMMITTED: "+err.Error())
 	case errors.Is(err, errChannelNotFound):
 		return apiErr(http.StatusNotFound, "CHANNEL_NOT_FOUND")
-	case errors.Is(err, errDraining):
-		return apiErr(http.StatusServiceUnavailable, "DRAINING")
-	case errors.Is(err, errQueueFull):
-		return apiErr(http.StatusServiceUnavailable, "QUEUE_FULL")
+	case errors.Is(err, errDraining), errors.Is(err, errMemoryLimit), errors.Is(err, errQueueFull):
+		return publishErr(err)
 	}
 	return apiErr(http.StatusInternalServerError, "INTERNAL_ERROR: "+err.Error())
 }

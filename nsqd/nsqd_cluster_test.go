@@ -774,3 +774,39 @@ func TestReplicatedRejectNew(t *testing.T) {
 		return true
 	})
 }
+
+// TestReplicatedPublishOverMemoryLimit: a node over its soft memory limit
+// refuses publishes to a replicated topic as it does to ordinary ones,
+// whether it would forward them or commit them as the leader.
+func TestReplicatedPublishOverMemoryLimit(t *testing.T) {
+	nodes := startTestCluster(t, 3, func(o *Options) {
+		o.MemHardLimit = "1GiB"
+		o.MemoryMonitorInterval = time.Hour // the test samples by hand
+	})
+	const topic = "memory-bound"
+	createReplicated(t, nodes, nodes[0], nodes[0], topic, "c")
+	leader := leaderOf(t, nodes)
+	follower := followerOf(nodes, leader)
+	over := func(d *testDaemon) func() {
+		usage := driveMemory(t, d)
+		usage.Store(d.guard.limits().Soft + 1)
+		d.guard.monitor.Check()
+		return func() { usage.Store(1); d.guard.monitor.Check() }
+	}
+	for _, d := range []*testDaemon{follower, leader} {
+		back := over(d)
+		if code, body := follower.do("POST", "/pub?topic="+topic, "refused"); code != 503 || !strings.Contains(body, "MEMORY_LIMIT_EXCEEDED") {
+			t.Fatalf("publish through a follower while %s is over its soft limit: %d %q", d.opts.ClusterAddress, code, body)
+		}
+		back()
+	}
+	follower.mustDo("POST", "/pub?topic="+topic, "accepted", 200)
+	testutil.WaitFor(t, "only the accepted publish on every node", 10*time.Second, func() bool {
+		for _, d := range nodes {
+			if v, _ := d.repl.Topic(topic); v.Channels[0].Depth != 1 {
+				return false
+			}
+		}
+		return true
+	})
+}

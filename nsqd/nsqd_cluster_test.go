@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -134,6 +133,39 @@ func followerOf(nodes []*testDaemon, leader *testDaemon) *testDaemon {
 	return nil
 }
 
+// held is how many unfinished messages d's replicated state has for the
+// topic's channel (its backlog for ""), or -1 while d does not know the
+// topic or the channel yet.
+func held(d *testDaemon, topic, channel string) int {
+	v, ok := d.repl.Topic(topic)
+	if !ok {
+		return -1
+	}
+	if channel == "" {
+		return v.Depth
+	}
+	for _, c := range v.Channels {
+		if c.Name == channel {
+			return c.Depth
+		}
+	}
+	return -1
+}
+
+// waitHeld waits until every node of nodes holds want messages for the
+// channel (held).
+func waitHeld(t *testing.T, nodes []*testDaemon, topic, channel, what string, want int) {
+	t.Helper()
+	testutil.WaitFor(t, what, 30*time.Second, func() bool {
+		for _, d := range nodes {
+			if held(d, topic, channel) != want {
+				return false
+			}
+		}
+		return true
+	})
+}
+
 // leaderOf waits for the node that serves the replicated topics.
 func leaderOf(t *testing.T, nodes []*testDaemon) *testDaemon {
 	t.Helper()
@@ -191,15 +223,7 @@ func TestReplicatedTopicInProcess(t *testing.T) {
 	s := newSink()
 	newConsumer(t, leader.tcp, topic, "c", cfg, s)
 	testutil.WaitFor(t, "every message consumed from the leader", 30*time.Second, func() bool { return s.distinct() == 52 })
-	testutil.WaitFor(t, "FINs replicated to every node", 30*time.Second, func() bool {
-		for _, d := range nodes {
-			v, ok := d.repl.Topic(topic)
-			if !ok || len(v.Channels) != 1 || v.Channels[0].Depth != 0 {
-				return false
-			}
-		}
-		return true
-	})
+	waitHeld(t, nodes, topic, "c", "FINs replicated to every node", 0)
 	if n := s.received(); n != 52 {
 		t.Fatalf("%d deliveries of 52 messages", n)
 	}
@@ -352,14 +376,7 @@ func TestReplicationSnapshotCatchUp(t *testing.T) {
 	cfg := nsqConfig()
 	cfg.MaxInFlight = 100
 	consumer := newConsumer(t, leader.tcp, topic, "c", cfg, first)
-	testutil.WaitFor(t, "the first half finished on both nodes", 30*time.Second, func() bool {
-		for _, d := range []*testDaemon{leader, other} {
-			if v, ok := d.repl.Topic(topic); !ok || v.Channels[0].Depth != 0 {
-				return false
-			}
-		}
-		return true
-	})
+	waitHeld(t, []*testDaemon{leader, other}, topic, "c", "the first half finished on both nodes", 0)
 	consumer.Stop()
 	<-consumer.StopChan
 	finished := leader.repl.Status(topic).Committed
@@ -380,10 +397,7 @@ func TestReplicationSnapshotCatchUp(t *testing.T) {
 	}
 	returned := &testDaemon{NSQD: back, t: t, tcp: back.TCPAddr().String(), http: back.HTTPAddr().String()}
 	t.Cleanup(returned.stop)
-	testutil.WaitFor(t, "the returned node holds the unfinished half", 30*time.Second, func() bool {
-		v, ok := returned.repl.Topic(topic)
-		return ok && len(v.Channels) == 1 && v.Channels[0].Depth == n/2
-	})
+	waitHeld(t, []*testDaemon{returned}, topic, "c", "the returned node holds the unfinished half", n/2)
 	if spills, _ := filepath.Glob(filepath.Join(opts.DataPath, "cluster", "spill-*")); len(spills) != 1 {
 		t.Fatalf("the returned node has %d spill files; it should have caught up through a snapshot install", len(spills))
 	}
@@ -434,14 +448,7 @@ func TestReplicatedTouchAndEmpty(t *testing.T) {
 	<-touched
 	// The TOUCH went before the FIN of "done" on the same connection, and
 	// a TOUCH is committed no later than a FIN taken with it.
-	testutil.WaitFor(t, "the FIN of done applied everywhere", 30*time.Second, func() bool {
-		for _, d := range nodes {
-			if v, ok := d.repl.Topic(topic); !ok || v.Channels[0].Depth != 1 {
-				return false
-			}
-		}
-		return true
-	})
+	waitHeld(t, nodes, topic, "c", "the FIN of done applied everywhere", 1)
 	if err := leader.repl.TransferLeadership(""); err != nil {
 		t.Fatal(err)
 	}
@@ -485,12 +492,8 @@ func TestReplicatedTouchAndEmpty(t *testing.T) {
 	}
 	follower.mustDo("POST", "/channel/empty?topic="+topic+"&channel=nope", "", 404)
 	follower.mustDo("POST", "/channel/empty?topic="+topic+"&channel=c", "", 200)
-	testutil.WaitFor(t, "the channel empty on every node", 30*time.Second, func() bool {
-		for _, d := range nodes {
-			if v, ok := d.repl.Topic(topic); !ok || v.Channels[0].Depth != 0 {
-				return false
-			}
-		}
+	waitHeld(t, nodes, topic, "c", "the channel empty on every node", 0)
+	testutil.WaitFor(t, "the leader's channel empty", 30*time.Second, func() bool {
 		cs, ok := next.channelStats(topic, "c")
 		return ok && cs.Depth == 0
 	})
@@ -605,14 +608,7 @@ func TestReplicationUnderAuth(t *testing.T) {
 	if code := post(""); code != 401 {
 		t.Fatalf("HTTP /pub without a secret through a follower: %d, want 401", code)
 	}
-	testutil.WaitFor(t, "both publishes on every node", 30*time.Second, func() bool {
-		for _, d := range nodes {
-			if v, ok := d.repl.Topic(topic); !ok || v.Channels[0].Depth != 2 {
-				return false
-			}
-		}
-		return true
-	})
+	waitHeld(t, nodes, topic, "c", "both publishes on every node", 2)
 }
 
 // TestReplicatedPolicyDropsLeaveState: what the leader's policies take out
@@ -626,30 +622,12 @@ func TestReplicatedPolicyDropsLeaveState(t *testing.T) {
 	createReplicated(t, nodes, nodes[0], nodes[0], topic, "c")
 	leader := leaderOf(t, nodes)
 	follower := followerOf(nodes, leader)
-	depths := func(topic string) (got []int) {
-		for _, d := range nodes {
-			v, _ := d.repl.Topic(topic)
-			if len(v.Channels) == 0 {
-				got = append(got, v.Depth)
-			}
-			for _, c := range v.Channels {
-				got = append(got, c.Depth)
-			}
-		}
-		return got
-	}
-	waitDepths := func(what, topic string, want int) {
-		t.Helper()
-		testutil.WaitFor(t, what, 10*time.Second, func() bool {
-			return slices.Equal(depths(topic), []int{want, want, want})
-		})
-	}
 
 	follower.mustDo("POST", "/channel/policy?topic="+topic+"&channel=c", `{"max_msgs":5}`, 200)
 	for i := range 10 {
 		follower.mustDo("POST", "/pub?topic="+topic, fmt.Sprint("m", i), 200)
 	}
-	waitDepths("the channel's cap applied on every node", topic, 5)
+	waitHeld(t, nodes, topic, "c", "the channel's cap applied on every node", 5)
 
 	testutil.WaitFor(t, "the backlog topic created", 30*time.Second, func() bool {
 		code, _ := follower.do("POST", "/topic/create?replicas=3&topic="+backlogTopic, "")
@@ -660,7 +638,7 @@ func TestReplicatedPolicyDropsLeaveState(t *testing.T) {
 	for i := range 6 {
 		follower.mustDo("POST", "/pub?topic="+backlogTopic, fmt.Sprint("b", i), 200)
 	}
-	waitDepths("the topic's cap applied to its backlog on every node", backlogTopic, 3)
+	waitHeld(t, nodes, backlogTopic, "", "the topic's cap applied to its backlog on every node", 3)
 
 	// One delivery allowed, no dead-letter topic: a message that times
 	// out is dropped, everywhere.
@@ -669,7 +647,7 @@ func TestReplicatedPolicyDropsLeaveState(t *testing.T) {
 	c.sub(topic, "c")
 	c.send("RDY 1")
 	c.expectMsg()
-	waitDepths("the timed-out message dead-lettered on every node", topic, 4)
+	waitHeld(t, nodes, topic, "c", "the timed-out message dead-lettered on every node", 4)
 }
 
 // TestReplicatedAttemptsOnTimeoutAndDisconnect: a message that timed out,
@@ -765,14 +743,7 @@ func TestReplicatedRejectNew(t *testing.T) {
 	if err := p.Publish(topic, []byte("over")); err == nil {
 		t.Fatal("PUB to a full channel through a follower succeeded")
 	}
-	testutil.WaitFor(t, "every node holding the 3 accepted messages, and no more", 10*time.Second, func() bool {
-		for _, d := range nodes {
-			if v, _ := d.repl.Topic(topic); v.Channels[0].Depth != 3 {
-				return false
-			}
-		}
-		return true
-	})
+	waitHeld(t, nodes, topic, "c", "every node holding the 3 accepted messages, and no more", 3)
 }
 
 // TestReplicatedPublishOverMemoryLimit: a node over its soft memory limit
@@ -801,12 +772,5 @@ func TestReplicatedPublishOverMemoryLimit(t *testing.T) {
 		back()
 	}
 	follower.mustDo("POST", "/pub?topic="+topic, "accepted", 200)
-	testutil.WaitFor(t, "only the accepted publish on every node", 10*time.Second, func() bool {
-		for _, d := range nodes {
-			if v, _ := d.repl.Topic(topic); v.Channels[0].Depth != 1 {
-				return false
-			}
-		}
-		return true
-	})
+	waitHeld(t, nodes, topic, "c", "only the accepted publish on every node", 1)
 }

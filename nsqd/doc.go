@@ -48,7 +48,9 @@
 //	client.writeMu → client.outMu
 //
 // Every other mutex (NSQD.clientsMu, NSQD.metaMu, client.pubMu, the
-// metrics collector's) is a leaf: nothing is locked while it is held. A
+// metrics collector's, the replication layer's ack batch, which a leader's
+// channel adds FINs, REQs, TOUCHes and policy drops to under Channel.mu)
+// is a leaf: nothing is locked while it is held. A
 // disk queue has its own mutex, and it is taken with no Topic or Channel
 // lock held: work that needs the disk is planned under
 // the object's lock, done without it, and committed under it again

@@ -81,9 +81,9 @@ func (n *NSQD) replicated(topic string) *replication.Node {
 
 // publishReplicated publishes to a replicated topic: committed on a
 // majority, through the leader. A draining node, or one over its soft
-// memory limit, refuses, as it does for ordinary topics. authSecret is the publisher's (this node has checked
-// it); a publish forwarded to the leader carries it there, where HTTP
-// publishing under auth needs it too.
+// memory limit, refuses, as it does for ordinary topics. authSecret is
+// the publisher's (this node has checked it); a publish forwarded to the
+// leader carries it there, where HTTP publishing under auth needs it too.
 func (n *NSQD) publishReplicated(ctx context.Context, r *replication.Node, topic string, bodies [][]byte, deferFor time.Duration, authSecret string) error {
 	if n.Draining() {
 		return errDraining

@@ -774,3 +774,27 @@ func TestReplicatedPublishOverMemoryLimit(t *testing.T) {
 	follower.mustDo("POST", "/pub?topic="+topic, "accepted", 200)
 	waitHeld(t, nodes, topic, "c", "only the accepted publish on every node", 1)
 }
+
+// TestReplicatedDeadLetterTopic: a message out of attempts goes to a
+// replicated dead-letter topic through the replication layer, so every
+// node holds it there (it was put in the leader's local copy alone, which
+// the next failover would have lost).
+func TestReplicatedDeadLetterTopic(t *testing.T) {
+	nodes := startTestCluster(t, 3, func(o *Options) { o.MsgTimeout = 300 * time.Millisecond })
+	const topic, dead = "work", "work-dead"
+	createReplicated(t, nodes, nodes[0], nodes[0], topic, "c")
+	testutil.WaitFor(t, "the dead-letter topic created", 30*time.Second, func() bool {
+		code, _ := nodes[0].do("POST", "/topic/create?replicas=3&topic="+dead, "")
+		return code == 200
+	})
+	waitKnown(t, nodes, dead)
+	leader := leaderOf(t, nodes)
+	leader.mustDo("POST", "/channel/policy?topic="+topic+"&channel=c", `{"max_attempts":1,"dead_letter_topic":"`+dead+`"}`, 200)
+	leader.mustDo("POST", "/pub?topic="+topic, "poison", 200)
+	c := dialV2(t, leader.tcp)
+	c.sub(topic, "c")
+	c.send("RDY 1")
+	c.expectMsg() // and let it time out
+	waitHeld(t, nodes, topic, "c", "the message gone from its channel on every node", 0)
+	waitHeld(t, nodes, dead, "", "the message on the dead-letter topic on every node", 1)
+}

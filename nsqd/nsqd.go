@@ -275,15 +275,20 @@ func (n *NSQD) httpsPort() int {
 }
 
 // Shutdown stops accepting, closes every client, writes memory, in-flight
-// and deferred messages to disk and persists the metadata. ctx bounds the
-// wait for the HTTP server to drain.
+// and deferred messages to disk and persists the metadata. With
+// --shutdown-grace it first lets consumers finish what they hold, for at
+// most that long; ctx bounds that wait and the HTTP server's.
 func (n *NSQD) Shutdown(ctx context.Context) error {
 	if !n.closed.CompareAndSwap(false, true) {
 		return nil
 	}
 	n.log.Info("nsqd shutting down")
 	_ = n.tcpListener.Close()
-	n.awaitInFlight(ctx)
+	if grace := n.opts.ShutdownGrace; grace > 0 {
+		graceCtx, cancel := context.WithTimeout(ctx, grace)
+		n.awaitInFlight(graceCtx)
+		cancel()
+	}
 	n.cancel()
 	var errs []error
 	if n.httpServer == nil && n.httpListener != nil {

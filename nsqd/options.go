@@ -63,6 +63,12 @@ type Options struct {
 	Experiments []string `flag:"enable-experiment" cfg:"enable_experiment"`
 	// SigtermMode is what SIGTERM does: SigtermCleanShutdown or SigtermDrain.
 	SigtermMode string `flag:"sigterm"`
+	// ShutdownGrace is how long a clean shutdown lets consumers finish the
+	// messages they hold (deliveries stop; FIN and REQ are still taken)
+	// before it closes them. 0, the default, closes them at once, as NSQ
+	// v1.3.0 does: what they held goes to disk and is delivered again
+	// after the restart.
+	ShutdownGrace time.Duration `flag:"shutdown-grace"`
 
 	// diskqueue options
 	DataPath        string        `flag:"data-path"`
@@ -273,6 +279,9 @@ func NewOptions() *Options {
 func validateOpsOptions(o *Options) error {
 	if err := oneOf("sigterm", &o.SigtermMode, SigtermCleanShutdown, SigtermDrain); err != nil {
 		return err
+	}
+	if o.ShutdownGrace < 0 {
+		return fmt.Errorf("--shutdown-grace must not be negative (%s)", o.ShutdownGrace)
 	}
 	if err := oneOf("auth-http-request-method", &o.AuthHTTPRequestMethod, AuthMethodGet, AuthMethodPost); err != nil {
 		return err

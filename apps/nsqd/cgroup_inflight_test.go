@@ -227,12 +227,21 @@ func (d *cgroupNSQD) checkAlive(t *testing.T, when string) {
 	t.Helper()
 	select {
 	case err := <-d.exited:
-		t.Fatalf("nsqd exited %s: %v (oom: %q)", when, err, d.cg.oom())
+		t.Fatalf("nsqd exited %s: %v (oom: %q)", when, err, d.oom())
 	default:
 	}
-	if oom := d.cg.oom(); oom != "" {
+	if oom := d.oom(); oom != "" {
 		t.Fatalf("the kernel OOM-killed in the cgroup %s: %s", when, oom)
 	}
+}
+
+// oom is the cgroup's OOM-kill evidence; "" when none or when nsqd runs in
+// no cgroup of the test's.
+func (d *cgroupNSQD) oom() string {
+	if d.cg == nil {
+		return ""
+	}
+	return d.cg.oom()
 }
 
 // fail fails the test with err, or with the reason nsqd died if it did:

@@ -220,6 +220,7 @@ func (ch *Channel) deliverLocked(m *Message, s *Subscription, now int64) {
 	m.Attempts++
 	m.owner = s
 	m.deliveredAt = now
+	m.sendDelay.Store(0)
 	m.Due = now + int64(s.msgTimeout)
 	ch.inFlight[m.ID] = m
 	ch.flightMem += memSize(m)
@@ -296,6 +297,13 @@ func (ch *Channel) onTimer() {
 	p := ch.q.policy()
 	for _, s := range ch.subs {
 		for m := s.flight.popExpired(now); m != nil; m = s.flight.popExpired(now) {
+			if due := m.timeoutDue(s.msgTimeout); due > now {
+				// Its frame reached the consumer after it went in
+				// flight: the timeout counts from then.
+				m.Due = due
+				s.flight.insert(m)
+				continue
+			}
 			s.inFlight.Add(-1)
 			ch.landedLocked(m)
 			ch.timeoutCount.Add(1)

@@ -24,16 +24,20 @@ import (
 // the message header.
 const frameHeaderLen = 8 + messageHeaderLen
 
-// outChunkLen is how many frames an outbox chunk holds (64 × 64 B = 4 KiB).
+// outChunkLen is how many frames an outbox chunk holds (64 × 80 B = 5 KiB).
 const outChunkLen = 64
 
 // outMsg is a message frame waiting to be written: its header encoded at
 // delivery, under the channel lock, because the Message's delivery state
 // (attempts) changes when it is redelivered — possibly while this copy
-// still waits here — and the body, immutable and shared.
+// still waits here — and the body, immutable and shared. msg and
+// deliveredAt are for telling the message when its frame was flushed
+// (Message.markSent), the one thing the writer may set on it.
 type outMsg struct {
-	hdr  [frameHeaderLen]byte
-	body []byte
+	hdr         [frameHeaderLen]byte
+	body        []byte
+	msg         *Message
+	deliveredAt int64
 }
 
 // outChunk is a piece of the outbox. The outbox is a list of fixed-size
@@ -67,7 +71,7 @@ func (c *client) Deliver(m *Message) {
 	om := &tail.msgs[tail.n]
 	tail.n++
 	encodeMessageFrame(&om.hdr, m)
-	om.body = m.Body
+	om.body, om.msg, om.deliveredAt = m.Body, m, m.deliveredAt
 	c.pace.queued++
 	start := !c.writing
 	c.writing = true
@@ -92,10 +96,13 @@ func encodeMessageFrame(hdr *[frameHeaderLen]byte, m *Message) {
 }
 
 // writeOutbox sends queued messages and flushes once the outbox is empty,
-// or, on a busy connection, somewhat later (flushPacer).
+// or, on a busy connection, somewhat later (flushPacer). The chunks it has
+// written wait in written until the flush, which tells their messages when
+// they were sent.
 func (c *client) writeOutbox() {
 	c.writeMu.Lock()
 	defer c.writeMu.Unlock()
+	var written outList
 	held := false
 	for {
 		c.outMu.Lock()
@@ -116,7 +123,8 @@ func (c *client) writeOutbox() {
 			}
 			c.writing = false
 			c.outMu.Unlock()
-			c.flushLocked()
+			sent := c.flushLocked() == nil && !c.closed.Load()
+			written.release(sent, time.Now().UnixNano())
 			return
 		}
 		c.outMu.Unlock()
@@ -125,14 +133,45 @@ func (c *client) writeOutbox() {
 				if !c.closed.Load() {
 					c.writeMessageLocked(&chunk.msgs[i])
 				}
-				chunk.msgs[i].body = nil
 			}
 			next := chunk.next
-			chunk.n, chunk.next = 0, nil
-			outChunkPool.Put(chunk)
+			written.push(chunk)
 			chunk = next
 		}
 	}
+}
+
+// outList is a list of outbox chunks.
+type outList struct{ head, tail *outChunk }
+
+// push appends chunk.
+func (l *outList) push(chunk *outChunk) {
+	chunk.next = nil
+	if l.tail == nil {
+		l.head = chunk
+	} else {
+		l.tail.next = chunk
+	}
+	l.tail = chunk
+}
+
+// release returns every chunk to the pool; when sent, it first tells each
+// message that its frame was flushed at now.
+func (l *outList) release(sent bool, now int64) {
+	for chunk := l.head; chunk != nil; {
+		for i := range chunk.msgs[:chunk.n] {
+			om := &chunk.msgs[i]
+			if sent {
+				om.msg.markSent(om.deliveredAt, now)
+			}
+			*om = outMsg{}
+		}
+		next := chunk.next
+		chunk.n, chunk.next = 0, nil
+		outChunkPool.Put(chunk)
+		chunk = next
+	}
+	*l = outList{}
 }
 
 // flushPacer spaces the flushes of a busy connection. A connection that

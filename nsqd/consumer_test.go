@@ -811,3 +811,42 @@ func TestOutputBufferVariants(t *testing.T) {
 		})
 	}
 }
+
+// TestTimeoutNeverEarly: a message times out no sooner than msg_timeout
+// after its frame reached the consumer (NSQ v1.3.0 is late by up to its
+// 100 ms scan interval, never early). A raw consumer with room for many
+// messages never answers; messages published a few milliseconds apart
+// find its connection busy, where frames may wait in the write buffer
+// before they are flushed. Every delivery of a message arrives at least
+// msg_timeout after the one before it.
+func TestTimeoutNeverEarly(t *testing.T) {
+	const (
+		timeout  = 250 * time.Millisecond
+		messages = 20
+		rounds   = 3 // deliveries of each message
+	)
+	o := testOptions(t)
+	o.MsgTimeout = timeout
+	d := startDaemon(t, o)
+	c := dialV2(t, d.tcp)
+	c.sub("t", "c")
+	c.send("RDY 100")
+	go func() {
+		p := dialV2(t, d.tcp)
+		for i := range messages {
+			p.pub("t", fmt.Sprint("m", i))
+			time.Sleep(2 * time.Millisecond) // the traffic of a busy connection
+		}
+	}()
+	last := map[string]time.Time{}
+	for range messages * rounds {
+		m := c.expectMsg()
+		at := time.Now()
+		if prev, ok := last[m.id]; ok {
+			if gap := at.Sub(prev); gap < timeout {
+				t.Errorf("%s: delivery %d arrived %s after the one before it, before msg_timeout %s", m.body, m.attempts, gap, timeout)
+			}
+		}
+		last[m.id] = at
+	}
+}

@@ -3,6 +3,9 @@ package nsqd
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
+	"sync/atomic"
+	"time"
 
 	"github.com/nsqgo/nsq/internal/pqueue"
 )
@@ -27,6 +30,12 @@ type Message struct {
 	Body      []byte
 	Timestamp int64
 	Attempts  uint16
+	// sendDelay is how long after deliveredAt the frame of the delivery in
+	// flight was flushed to the client's socket, in microseconds rounded
+	// up; 0 until it is. The connection's writer sets it, without the
+	// channel's lock. A timeout counts from the flush, so a frame that
+	// waited in the write buffer does not time out early (timeoutDue).
+	sendDelay atomic.Uint32
 
 	// Due (in the embedded pqueue.Item) is when the channel next acts on
 	// the message, in unix ns: the timeout while it is in flight, the
@@ -111,4 +120,18 @@ func decodeMessage(b []byte) (*Message, error) {
 	}
 	copy(m.ID[:], b[10:10+MsgIDLength])
 	return m, nil
+}
+
+// markSent records that the frame of the delivery made at deliveredAt
+// (unix ns) was flushed at now: the consumer has had it since then.
+func (m *Message) markSent(deliveredAt, now int64) {
+	us := (now - deliveredAt + int64(time.Microsecond) - 1) / int64(time.Microsecond)
+	m.sendDelay.Store(uint32(min(max(us, 1), math.MaxUint32)))
+}
+
+// timeoutDue is when the delivery in flight times out: msgTimeout after its
+// frame was flushed, or, while that is unknown (still buffered, or a
+// consumer that is not a connection), after it went in flight.
+func (m *Message) timeoutDue(msgTimeout time.Duration) int64 {
+	return m.deliveredAt + int64(m.sendDelay.Load())*int64(time.Microsecond) + int64(msgTimeout)
 }

@@ -164,7 +164,8 @@ func (p *spillPass) run(ch *Channel, pending []spilled, release bool, n int64) {
 			p.errs = append(p.errs, err)
 		case due <= now:
 			p.ready = append(p.ready, m)
-		case ch.cfg.guard.admitDeferred(memSize(m)):
+		case ch.q.memAllowed() && ch.cfg.guard.admitDeferred(memSize(m)):
+			// Back in memory, unless every message must stay on disk.
 			p.keep = append(p.keep, spilled{m: m, due: due})
 		default:
 			if err := q.Put(rec); err != nil {
@@ -241,6 +242,35 @@ func (ch *Channel) applySpillLocked(p *spillPass, released bool) {
 	}
 	ch.noteDeferredLocked()
 	ch.fillAllLocked()
+}
+
+// deferOnDiskLocked writes the deferred messages of msgs to the side queue
+// before it returns, with the lock released meanwhile, and returns the
+// rest. They count as published to the channel once written.
+func (ch *Channel) deferOnDiskLocked(msgs []*Message, now int64) (ready []*Message, err error) {
+	ready, deferred := splitDeferred(msgs, now)
+	if len(deferred) == 0 {
+		return ready, nil
+	}
+	ch.claimSpillLocked()
+	ch.unlock()
+	var p spillPass
+	for _, m := range deferred {
+		if err = ch.spill.put(ch, m, m.deferUntil); err != nil {
+			err = fmt.Errorf("channel %s/%s: deferred message: %w", ch.topicName, ch.name, err)
+			break
+		}
+		p.written++
+		p.noteDue(m.deferUntil)
+	}
+	ch.mu.Lock()
+	ch.messageCount.Add(uint64(p.written))
+	ch.applySpillLocked(&p, false)
+	ch.releaseSpillLocked()
+	if ch.exiting && err == nil {
+		err = errChannelClosed
+	}
+	return ready, err
 }
 
 // kickSpillLocked starts the worker if there is none.

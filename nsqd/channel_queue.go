@@ -32,6 +32,16 @@ func (ch *Channel) put(msgs []*Message) error {
 	if ch.exiting {
 		return errChannelClosed
 	}
+	if !ch.q.memAllowed() {
+		// Every publish is on disk before its OK, a deferred one too:
+		// straight to the deferred side queue, with its due time. (A
+		// batch with deferred messages is one DPUB; were it mixed, its
+		// deferred part would stay stored if the rest then failed.)
+		var err error
+		if msgs, err = ch.deferOnDiskLocked(msgs, now); err != nil || len(msgs) == 0 {
+			return err
+		}
+	}
 	if ch.putInMemoryLocked(msgs, now) {
 		return nil
 	}
@@ -73,6 +83,9 @@ func (ch *Channel) putInMemoryLocked(msgs []*Message, now int64) bool {
 	if ready != 0 && !ch.fitsLocked(ready, readyBytes) {
 		return false
 	}
+	if ready != int64(len(msgs)) && !ch.q.memAllowed() {
+		return false // deferred ones go to disk too (put)
+	}
 	ch.acceptLocked(msgs, now, true)
 	ch.q.dropOldestLocked(ch.q.policy())
 	return true
@@ -104,6 +117,19 @@ func (ch *Channel) putFromBacklog(msgs []*Message) (taken int, err error) {
 		taken++
 	}
 	return taken, err
+}
+
+// splitDeferred separates the messages of msgs that are deferred past now
+// from the ready ones.
+func splitDeferred(msgs []*Message, now int64) (ready, deferred []*Message) {
+	for _, m := range msgs {
+		if m.deferUntil > now {
+			deferred = append(deferred, m)
+		} else {
+			ready = append(ready, m)
+		}
+	}
+	return ready, deferred
 }
 
 // countReady counts the messages of msgs that are not deferred, and their bytes.

@@ -375,6 +375,103 @@ func TestRestartKill9(t *testing.T) {
 	}
 }
 
+// TestDeferredSurvivesKill9: with --mem-queue-size=0 a publish is on disk
+// before its OK, a deferred one too, with its delay: DPUBs over TCP and
+// HTTP /pub?defer= to a channel and to a topic that holds its messages (no
+// channel yet) are all there after a SIGKILL and a restart, still
+// deferred, and the ones due soon are delivered once due.
+func TestDeferredSurvivesKill9(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a child process")
+	}
+	const (
+		tcpLong, httpLong = 20, 5 // due in an hour
+		soon              = 3     // due a moment after the restart
+		soonDelay         = 2 * time.Second
+	)
+	dir := t.TempDir()
+	cmd, tcpAddr, httpAddr := startHelperDaemon(t, dir)
+	h := &testDaemon{t: t, http: httpAddr}
+	h.mustDo("POST", "/topic/create?topic=d", "", 200)
+	h.mustDo("POST", "/channel/create?topic=d&channel=c", "", 200)
+	h.mustDo("POST", "/topic/create?topic=held", "", 200)
+	p := dialV2(t, tcpAddr)
+	for _, topic := range []string{"d", "held"} {
+		for i := range tcpLong {
+			p.send(fmt.Sprintf("DPUB %s %d", topic, time.Hour.Milliseconds()), v2Sized([]byte(fmt.Sprint("tcp-", i))))
+			p.expect(0, "OK")
+		}
+		for i := range httpLong {
+			h.mustDo("POST", fmt.Sprintf("/pub?topic=%s&defer=%d", topic, time.Hour.Milliseconds()), fmt.Sprint("http-", i), 200)
+		}
+	}
+	soonAt := time.Now().Add(soonDelay)
+	for i := range soon {
+		h.mustDo("POST", fmt.Sprintf("/pub?topic=d&defer=%d", soonDelay.Milliseconds()), fmt.Sprint("soon-", i), 200)
+	}
+	if err := cmd.Process.Kill(); err != nil { // SIGKILL
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+
+	o := testOptions(t)
+	o.DataPath = dir
+	o.MemQueueSize = 0
+	d := startDaemon(t, o)
+	d.mustDo("POST", "/channel/create?topic=held&channel=c", "", 200)
+	got := newSink()
+	newConsumer(t, d.tcp, "d", "c", nil, got)
+	var want []string
+	for i := range soon {
+		want = append(want, fmt.Sprint("soon-", i))
+	}
+	testutil.WaitFor(t, "the deferred messages due soon", 20*time.Second, func() bool { return got.has(want) })
+	for _, b := range want {
+		if at := got.firstSeen(b); at.Before(soonAt) {
+			t.Errorf("%s delivered %s before it was due", b, soonAt.Sub(at))
+		}
+	}
+	for _, topic := range []string{"d", "held"} {
+		testutil.WaitFor(t, topic+"/c to hold its deferred messages", 10*time.Second, func() bool {
+			cs, _ := d.channelStats(topic, "c")
+			return cs.DeferredCount == tcpLong+httpLong
+		})
+		if cs, _ := d.channelStats(topic, "c"); cs.Depth != 0 || cs.InFlightCount != 0 {
+			t.Errorf("%s/c after the restart: depth %d, in flight %d; want every message still deferred", topic, cs.Depth, cs.InFlightCount)
+		}
+	}
+	if n := got.received(); n != soon {
+		t.Errorf("%d deliveries on d/c, want only the %d due", n, soon)
+	}
+}
+
+// TestStoredDeferredEmptyAndDelete: with --mem-queue-size=0 the DPUBs a
+// topic holds on disk count in its depth, and emptying or deleting the
+// topic removes them.
+func TestStoredDeferredEmptyAndDelete(t *testing.T) {
+	o := testOptions(t)
+	o.MemQueueSize = 0
+	d := startDaemon(t, o)
+	for _, topic := range []string{"e", "x"} {
+		d.mustDo("POST", "/topic/create?topic="+topic, "", 200)
+		d.mustDo("POST", "/pub?topic="+topic+"&defer=3600000", "later", 200)
+		d.mustDo("POST", "/pub?topic="+topic, "now", 200)
+		if depth := d.topicStats(topic).Depth; depth != 2 {
+			t.Fatalf("topic %s depth %d, want 2 (one deferred, one ready)", topic, depth)
+		}
+	}
+	d.mustDo("POST", "/topic/empty?topic=e", "", 200)
+	d.mustDo("POST", "/topic/delete?topic=x", "", 200)
+	d.mustDo("POST", "/channel/create?topic=e&channel=c", "", 200)
+	d.mustDo("POST", "/pub?topic=e", "after", 200)
+	if cs, _ := d.channelStats("e", "c"); cs.DeferredCount != 0 || cs.Depth != 1 {
+		t.Errorf("e/c after the empty: deferred %d depth %d, want 0 and 1", cs.DeferredCount, cs.Depth)
+	}
+	if left, _ := filepath.Glob(filepath.Join(o.DataPath, "*#deferred*")); len(left) != 0 {
+		t.Errorf("side queue files left after empty and delete: %v", left)
+	}
+}
+
 // TestDeferredInTopic: a DPUB to a topic that holds its messages (no
 // channel yet, or paused) keeps its delay when the topic's memory queue is
 // full and across a graceful restart (PROTOCOL.md §K).

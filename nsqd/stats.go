@@ -149,7 +149,7 @@ type queueSnapshot struct {
 func (t *Topic) snapshot() queueSnapshot {
 	bd := t.q.backend.Depth()
 	return queueSnapshot{
-		depth:        t.q.memLen.Load() + t.q.transit.Load() + bd,
+		depth:        t.q.memLen.Load() + t.q.transit.Load() + bd + t.stored.count.Load(),
 		backendDepth: bd,
 		paused:       t.paused.Load(),
 		messageCount: t.messageCount.Load(),

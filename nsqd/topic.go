@@ -58,6 +58,8 @@ type Topic struct {
 	q        msgQueue
 	draining bool // a drain goroutine owns the backlog
 	drainWG  sync.WaitGroup
+
+	stored deferredStore // DPUBs held on disk (storesDeferred)
 }
 
 func newTopic(name string, cfg *queueConfig, hooks topicHooks, e2eWindow time.Duration, e2ePcts []float64) (*Topic, error) {
@@ -233,6 +235,21 @@ func (t *Topic) removeChannelLocked(ch *Channel) {
 // queue: the disk format cannot carry its delay). Memory is touched only
 // once the disk write succeeded, so a failed publish leaves no trace.
 func (t *Topic) queue(msgs []*Message, capped bool) error {
+	if t.storesDeferred() {
+		var deferred []*Message
+		msgs, deferred = splitDeferred(msgs, t.cfg.now())
+		if len(deferred) > 0 {
+			if err := t.stored.add(t, deferred); err != nil {
+				return err
+			}
+			if len(msgs) == 0 {
+				t.mu.Lock()
+				t.startDrainLocked()
+				t.unlock()
+				return nil
+			}
+		}
+	}
 	t.mu.Lock()
 	if !t.state().takesWork() {
 		t.unlock()
@@ -282,7 +299,7 @@ func (t *Topic) startDrainLocked() {
 	if t.draining || !t.canDrainLocked() {
 		return
 	}
-	if t.q.lenLocked() == 0 && t.q.backend.Depth() == 0 {
+	if t.q.lenLocked() == 0 && t.q.backend.Depth() == 0 && t.stored.count.Load() == 0 {
 		return
 	}
 	t.draining = true
@@ -425,8 +442,8 @@ func (t *Topic) UnPause() {
 func (t *Topic) IsPaused() bool { return t.paused.Load() }
 
 // Depth is the topic's own backlog, memory plus disk, including a batch on
-// its way to the channels.
-func (t *Topic) Depth() int64 { return t.q.depth() }
+// its way to the channels and stored DPUBs.
+func (t *Topic) Depth() int64 { return t.q.depth() + t.stored.count.Load() }
 
 // Empty drops the topic's own backlog (not its channels'). The disk part is
 // emptied without the lock; a batch already on its way to the channels
@@ -439,7 +456,7 @@ func (t *Topic) Empty() error {
 		return fmt.Errorf("topic %s: empty: %w", t.name, err)
 	}
 	t.q.noteDiskEmptied()
-	return nil
+	return t.stored.empty(t)
 }
 
 // close stops the topic and its channels; deleted removes their data,
@@ -474,6 +491,7 @@ func (t *Topic) stop(deleted bool) (finish func() error) {
 	if deleted {
 		tomb, detachErr = t.q.backend.Detach()
 	}
+	storedTomb, storedErr := t.stored.stop(deleted)
 	t.unlock()
 
 	finishes := make([]func() error, 0, len(chans))
@@ -485,8 +503,9 @@ func (t *Topic) stop(deleted bool) (finish func() error) {
 		for _, finish := range finishes {
 			errs = append(errs, finish())
 		}
+		errs = append(errs, storedErr)
 		if deleted {
-			return errors.Join(append(errs, detachErr, tomb.Remove())...)
+			return errors.Join(append(errs, detachErr, tomb.Remove(), storedTomb.Remove())...)
 		}
 		errs = append(errs, t.persistBacklog(pending), t.q.backend.Close())
 		if err := errors.Join(errs...); err != nil {

@@ -39,11 +39,14 @@ func (t *Topic) canDrainLocked() bool {
 func (t *Topic) drain() {
 	defer t.drainWG.Done()
 	for {
+		if !t.moveStored() {
+			return
+		}
 		batch, fromMem, ok := t.takeBatch()
 		if !ok {
 			return
 		}
-		if !t.move(batch, fromMem) {
+		if len(batch) > 0 && !t.move(batch, backlogBatch{batch, fromMem}) {
 			return
 		}
 	}
@@ -76,6 +79,9 @@ func (t *Topic) takeBatch() (batch []*Message, fromMem int, ok bool) {
 		t.q.endReadLocked(nil, true)
 	}
 	if len(batch) == 0 {
+		if t.stored.count.Load() > 0 {
+			return nil, 0, true // DPUBs stored meanwhile: moveStored's
+		}
 		t.draining = false
 		return nil, 0, false
 	}
@@ -90,14 +96,14 @@ func (t *Topic) takeBatch() (batch []*Message, fromMem int, ok bool) {
 // gets what its ready subscribers can take at once, retry after retry:
 // the topic keeps the whole batch on its own disk until every channel has
 // it, so those deliveries are as safe as the rest.
-func (t *Topic) move(batch []*Message, fromMem int) bool {
+func (t *Topic) move(batch []*Message, from batchSource) bool {
 	live, expired := t.liveBatch(batch)
 	pending := t.copiesFor(t.channelList(), live)
 	wait := drainRetryMin
 	for failures := 0; ; failures++ {
 		failed, lastErr := putAll(pending)
 		if len(failed) == 0 {
-			t.placed(batch, fromMem)
+			from.placed(t)
 			t.q.pol.expired.Add(uint64(len(expired)))
 			for _, m := range expired {
 				t.replicateDropped(m.ID)
@@ -114,7 +120,7 @@ func (t *Topic) move(batch []*Message, fromMem int) bool {
 		wait = min(2*wait, drainRetryMax)
 		t.mu.Lock()
 		if !t.canDrainLocked() {
-			t.giveBackLocked(batch, fromMem)
+			from.giveBackLocked(t)
 			t.unlock()
 			return false
 		}
@@ -175,25 +181,39 @@ func (t *Topic) setBlocked(err error) {
 	}
 }
 
-// placed records that batch reached every channel.
-func (t *Topic) placed(batch []*Message, fromMem int) {
-	if fromMem < len(batch) {
+// batchSource is where a batch being moved came from: placed settles it
+// once every channel has it, giveBackLocked returns it when the move stops
+// for good (and ends the drain).
+type batchSource interface {
+	placed(t *Topic)
+	giveBackLocked(t *Topic)
+}
+
+// backlogBatch is a batch taken off the backlog: its first fromMem
+// messages from memory, the rest read from disk provisionally.
+type backlogBatch struct {
+	batch   []*Message
+	fromMem int
+}
+
+func (b backlogBatch) placed(t *Topic) {
+	if b.fromMem < len(b.batch) {
 		if err := t.q.backend.Commit(); err != nil {
 			t.log.Error("committing topic backlog read", "topic", t.name, "err", err)
 		}
 	}
-	t.q.transit.Add(-int64(len(batch)))
+	t.q.transit.Add(-int64(len(b.batch)))
 }
 
-// giveBackLocked returns an unmoved batch to the topic: its memory part to
-// the front of the memory queue, its disk part by rewinding the read.
-func (t *Topic) giveBackLocked(batch []*Message, fromMem int) {
-	t.q.putBackLocked(batch[:fromMem])
-	if fromMem < len(batch) {
+// giveBackLocked returns the memory part to the front of the memory queue
+// and the disk part by rewinding the read.
+func (b backlogBatch) giveBackLocked(t *Topic) {
+	t.q.putBackLocked(b.batch[:b.fromMem])
+	if b.fromMem < len(b.batch) {
 		t.q.backend.Rewind()
-		t.q.noteDiskWrite(batch[fromMem:]) // back on disk
+		t.q.noteDiskWrite(b.batch[b.fromMem:]) // back on disk
 	}
-	t.q.transit.Add(-int64(len(batch)))
+	t.q.transit.Add(-int64(len(b.batch)))
 	t.draining = false
 }
 

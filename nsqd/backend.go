@@ -58,9 +58,10 @@ type queueConfig struct {
 	// onDiskError hears every disk queue write or sync error (health).
 	onDiskError func(error)
 	// policyDefaults are the flags' queue policy, every field set;
-	// deadLetter publishes bodies as new messages of topic (policy.go).
+	// deadLetter publishes bodies out of attempts in a channel of topic
+	// from as new messages of topic (policy.go).
 	policyDefaults *policySettings
-	deadLetter     func(topic string, bodies [][]byte) error
+	deadLetter     func(from, topic string, bodies [][]byte) error
 	clock          clock // nil: the real clock (clock.go)
 }
 

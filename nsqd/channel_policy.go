@@ -1,6 +1,9 @@
 package nsqd
 
-import "time"
+import (
+	"errors"
+	"time"
+)
 
 // A channel's policy: its own settings over its topic's and the flags',
 // caps on its ready queue, expiry at delivery, and max_attempts with the
@@ -138,7 +141,12 @@ func (ch *Channel) deadLetter(msgs []*Message) {
 	for i, m := range msgs {
 		bodies[i] = m.Body
 	}
-	if err := ch.cfg.deadLetter(p.deadLetterTopic, bodies); err != nil {
+	err := ch.cfg.deadLetter(ch.topicName, p.deadLetterTopic, bodies)
+	switch {
+	case errors.Is(err, errDeadLetterAgain):
+		ch.log.Warn("messages out of attempts in a dead-letter topic's channel dropped, not dead-lettered again",
+			"topic", ch.topicName, "channel", ch.name, "dead_letter_topic", p.deadLetterTopic, "messages", len(msgs))
+	case err != nil:
 		ch.log.Error("publishing to dead-letter topic; messages lost", "topic", ch.topicName, "channel", ch.name,
 			"dead_letter_topic", p.deadLetterTopic, "messages", len(msgs), "err", err)
 	}

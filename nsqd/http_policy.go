@@ -75,7 +75,7 @@ func (s *httpServer) postChannelPolicy(_ http.ResponseWriter, r *http.Request, _
 	if err != nil {
 		return nil, err
 	}
-	if err := t.patchChannelPolicy(ch, bodyPatch(body, true, t.name)); err != nil {
+	if err := t.patchChannelPolicy(ch, s.n.noDeadLetterCycle(t, bodyPatch(body, true, t.name))); err != nil {
 		return nil, policyErr(err)
 	}
 	if err := s.persistPolicies(); err != nil {

@@ -1,9 +1,6 @@
 package nsqd
 
-import (
-	"fmt"
-	"time"
-)
+import "time"
 
 // policySweepInterval is how often queues with a policy are swept: expired
 // messages at their heads are dropped (from disk too, so an expired disk
@@ -44,20 +41,4 @@ func (n *NSQD) sweepPolicies(now int64, buf []*Topic) []*Topic {
 	}
 	clear(buf) // hold no deleted topic until the next sweep
 	return buf[:0]
-}
-
-// publishDeadLetter publishes bodies as new messages of the dead-letter
-// topic, creating it if needed. It is the channels' deadLetter callback,
-// so a channel needs no pointer to the daemon. A replicated dead-letter
-// topic gets them through the replication layer, committed on a majority
-// like any publish to it.
-func (n *NSQD) publishDeadLetter(topic string, bodies [][]byte) error {
-	if r := n.replicatedTopic(topic); r != nil {
-		return n.publishReplicated(n.lifetime(), r, topic, bodies, 0, "")
-	}
-	t, err := n.GetTopic(topic)
-	if err != nil {
-		return fmt.Errorf("dead-letter topic %s: %w", topic, err)
-	}
-	return n.publish(t, bodies, 0)
 }

@@ -818,3 +818,67 @@ func TestPolicyDeadLetterReleasesHeldRecords(t *testing.T) {
 	}
 	d.consumeExactly("dlq", "inspect", policyStrings(0, n))
 }
+
+// TestPolicyDeadLetterCycle: a channel policy whose dead-letter topic leads
+// back to the channel's own topic is refused, and a message out of
+// attempts in a channel of a dead-letter topic is dropped and counted, not
+// dead-lettered again, so that a cycle made otherwise (by a channel created
+// later, which takes the node-wide default) cannot multiply a poison
+// message without bound.
+func TestPolicyDeadLetterCycle(t *testing.T) {
+	o := testOptions(t)
+	o.ChannelDeadLetterTopic = "a" // every channel but a's dead-letters into a
+	o.ChannelMaxAttempts = 2
+	d := startDaemon(t, o)
+	mkChannel := func(topic, channel string) {
+		d.mustDo("POST", "/topic/create?topic="+topic, "", http.StatusOK)
+		d.mustDo("POST", "/channel/create?topic="+topic+"&channel="+channel, "", http.StatusOK)
+	}
+	mkChannel("a", "c")
+	mkChannel("b", "x")
+	mkChannel("b", "y")
+	// b's channels lead to a, so a/c may not lead to b.
+	code, body := d.do("POST", "/channel/policy?topic=a&channel=c", `{"dead_letter_topic":"b"}`)
+	if code != http.StatusBadRequest || !strings.Contains(body, "cycle") || !strings.Contains(body, "dead_letter_topic") {
+		t.Fatalf("a/c → b with b/x → a: %d %s; want 400 INVALID_POLICY naming the cycle", code, body)
+	}
+	// e/w → f is allowed while f has no channel; f/z → e then closes it.
+	mkChannel("e", "w")
+	d.postPolicy("/channel/policy?topic=e&channel=w", `{"dead_letter_topic":"f"}`)
+	mkChannel("f", "z")
+	code, body = d.do("POST", "/channel/policy?topic=f&channel=z", `{"dead_letter_topic":"e"}`)
+	if code != http.StatusBadRequest || !strings.Contains(body, "f → e → f") {
+		t.Fatalf("f/z → e with e/w → f: %d %s; want 400 naming f → e → f", code, body)
+	}
+
+	// A cycle no POST closes: a/c → g is allowed while g has no channel;
+	// g's channels, made later, take the default (→ a).
+	d.postPolicy("/channel/policy?topic=a&channel=c", `{"dead_letter_topic":"g"}`)
+	mkChannel("g", "q")
+	mkChannel("g", "r")
+
+	// Consumers that always REQ: one poison message published to b goes to
+	// a once from each of b's channels, and a/c, a dead-letter topic's
+	// channel, drops both copies there instead of sending them round the
+	// cycle, doubling at g.
+	cfg := nsqConfig()
+	cfg.DefaultRequeueDelay = 0
+	cfg.MaxBackoffDuration = 0
+	cfg.MaxAttempts = 0
+	for _, tc := range [][2]string{{"a", "c"}, {"b", "x"}, {"b", "y"}, {"g", "q"}, {"g", "r"}} {
+		newConsumer(t, d.tcp, tc[0], tc[1], cfg, &countingSink{sink: newSink(), requeue: true})
+	}
+	if err := newProducer(t, d.tcp).Publish("b", []byte("poison")); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, "both copies of the poison message dropped in a/c", 10*time.Second, func() bool {
+		cs, _ := d.channelStats("a", "c")
+		return cs.DeadLetterCount == 2 && cs.Depth+int64(cs.InFlightCount)+int64(cs.DeferredCount) == 0
+	})
+	if n := d.topicStats("a").MessageCount; n != 2 {
+		t.Errorf("a received %d dead letters, want 2", n)
+	}
+	if n := d.topicStats("g").MessageCount; n != 0 {
+		t.Errorf("g received %d dead letters, want none", n)
+	}
+}

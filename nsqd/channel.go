@@ -221,7 +221,7 @@ func (ch *Channel) deliverLocked(m *Message, s *Subscription, now int64) {
 	m.owner = s
 	m.deliveredAt = now
 	m.sendDelay.Store(0)
-	m.Due = now + int64(s.msgTimeout)
+	m.Due = dueAfter(now, s.msgTimeout)
 	ch.inFlight[m.ID] = m
 	ch.flightMem += memSize(m)
 	s.flight.insert(m)

@@ -170,12 +170,12 @@ func (s *Subscription) Requeue(id MessageID, delay time.Duration) error {
 	if r := ch.repl.Load(); r != nil {
 		var due int64
 		if delay > 0 {
-			due = time.Now().Add(delay).UnixNano()
+			due = dueAfter(time.Now().UnixNano(), delay)
 		}
 		r.Requeued(ch.topicName, ch.name, id, due, m.Attempts)
 	}
 	if delay > 0 {
-		ch.deferLocked(m, ch.cfg.now()+int64(delay))
+		ch.deferLocked(m, dueAfter(ch.cfg.now(), delay))
 	} else {
 		ch.q.pushFrontLocked(m)
 	}
@@ -196,7 +196,7 @@ func (s *Subscription) Touch(id MessageID) error {
 	if m.owner != s {
 		return errNotOwner
 	}
-	deadline := ch.cfg.now() + int64(s.msgTimeout)
+	deadline := dueAfter(ch.cfg.now(), s.msgTimeout)
 	if limit := m.deliveredAt + int64(ch.cfg.maxMsgTimeout); deadline > limit {
 		deadline = limit
 	}

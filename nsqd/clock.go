@@ -1,6 +1,9 @@
 package nsqd
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 // clock is where topics and channels read the time and arm their timers:
 // message timeouts, TOUCH, REQ delays, deferred (DPUB) due times, e2e
@@ -41,4 +44,15 @@ func (c *queueConfig) afterFunc(d time.Duration, f func()) clockTimer {
 		return time.AfterFunc(d, f)
 	}
 	return c.clock.AfterFunc(d, f)
+}
+
+// dueAfter is now + d in Unix nanoseconds, saturating at the largest time
+// there is: a delay allowed by a --max-req-timeout or --max-defer-timeout
+// of centuries must defer a message for ever, not overflow into the past
+// and deliver it at once.
+func dueAfter(now int64, d time.Duration) int64 {
+	if d > 0 && now > math.MaxInt64-int64(d) {
+		return math.MaxInt64
+	}
+	return now + int64(d)
 }

@@ -850,3 +850,29 @@ func TestTimeoutNeverEarly(t *testing.T) {
 		last[m.id] = at
 	}
 }
+
+// TestHugeDeferralStaysDeferred: a delay as long as --max-req-timeout
+// allows (centuries) defers the message for ever, as in NSQ, rather than
+// overflowing the due time into the past and delivering it at once; the
+// same for a REQ.
+func TestHugeDeferralStaysDeferred(t *testing.T) {
+	o := testOptions(t)
+	o.MaxReqTimeout = 2562047 * time.Hour
+	d := startDaemon(t, o)
+	const huge = "9223369199999" // ms, just under the largest duration
+	c := dialV2(t, d.tcp)
+	c.sub("t", "c")
+	c.send("RDY 1")
+	p := dialV2(t, d.tcp)
+	p.send("DPUB t "+huge, []byte("for ever"))
+	p.expect(0, "OK")
+	p.pub("t", "now")
+	m := c.expectMsg()
+	if m.body != "now" {
+		t.Fatalf("delivered %q first, want the ready message; the deferred one came at once", m.body)
+	}
+	c.send("REQ " + m.id + " " + huge)
+	waitChannel(t, d, "t", "c", "both messages deferred", func(cs ChannelStats) bool {
+		return cs.DeferredCount == 2 && cs.InFlightCount == 0 && cs.Depth == 0
+	})
+}

@@ -133,5 +133,5 @@ func (m *Message) markSent(deliveredAt, now int64) {
 // frame was flushed, or, while that is unknown (still buffered, or a
 // consumer that is not a connection), after it went in flight.
 func (m *Message) timeoutDue(msgTimeout time.Duration) int64 {
-	return m.deliveredAt + int64(m.sendDelay.Load())*int64(time.Microsecond) + int64(msgTimeout)
+	return dueAfter(m.deliveredAt+int64(m.sendDelay.Load())*int64(time.Microsecond), msgTimeout)
 }

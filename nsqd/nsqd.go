@@ -599,7 +599,7 @@ func (n *NSQD) publish(t *Topic, bodies [][]byte, deferFor time.Duration) error 
 	start := n.ids.reserveAt(now, len(bodies))
 	var due int64
 	if deferFor > 0 {
-		due = now + int64(deferFor)
+		due = dueAfter(now, deferFor)
 	}
 	msgs := newBatch(len(bodies))
 	for i, b := range bodies {

@@ -398,7 +398,7 @@ func TestDeferredSurvivesKill9(t *testing.T) {
 	p := dialV2(t, tcpAddr)
 	for _, topic := range []string{"d", "held"} {
 		for i := range tcpLong {
-			p.send(fmt.Sprintf("DPUB %s %d", topic, time.Hour.Milliseconds()), v2Sized([]byte(fmt.Sprint("tcp-", i))))
+			p.send(fmt.Sprintf("DPUB %s %d", topic, time.Hour.Milliseconds()), []byte(fmt.Sprint("tcp-", i)))
 			p.expect(0, "OK")
 		}
 		for i := range httpLong {

@@ -417,3 +417,49 @@ func TestAuthHTTPPublish(t *testing.T) {
 	open := startDaemon(t, o)
 	open.mustDo("POST", "/pub?topic=anything", "x", http.StatusOK)
 }
+
+// TestAuthPeek: under --auth-http-address, reading message bodies through
+// /topic/peek and /channel/peek needs what SUB needs: a secret (in the
+// header HTTP publishers use) whose authorizations allow subscribing to
+// the topic (and channel). Publish-only rights do not do.
+func TestAuthPeek(t *testing.T) {
+	as := newAuthServer(t, standardAuthReply)
+	d := authDaemon(t, as.addr())
+	for _, topic := range []string{"allowed", "pubonly"} {
+		d.mustDo("POST", "/topic/create?topic="+topic, "", http.StatusOK)
+		d.mustDo("POST", "/channel/create?topic="+topic+"&channel=c", "", http.StatusOK)
+	}
+	get := func(path, secret string) (int, string) {
+		req, _ := http.NewRequest("GET", d.url(path), nil)
+		if secret != "" {
+			req.Header.Set(AuthSecretHeader, secret)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var m struct{ Message string }
+		_ = json.NewDecoder(resp.Body).Decode(&m)
+		return resp.StatusCode, m.Message
+	}
+	for _, tc := range []struct {
+		path, secret string
+		code         int
+		msg          string
+	}{
+		{"/topic/peek?topic=allowed", "", 401, "AUTH_REQUIRED"},
+		{"/channel/peek?topic=allowed&channel=c", "", 401, "AUTH_REQUIRED"},
+		{"/topic/peek?topic=allowed", "good", 200, ""},
+		{"/channel/peek?topic=allowed&channel=c", "good", 200, ""},
+		{"/channel/peek?topic=allowed&channel=c&from=inflight", "good", 200, ""},
+		{"/topic/peek?topic=pubonly", "good", 403, "UNAUTHORIZED"},
+		{"/channel/peek?topic=pubonly&channel=c", "good", 403, "UNAUTHORIZED"},
+		{"/channel/peek?topic=allowed&channel=c", "none", 403, "UNAUTHORIZED"},
+		{"/topic/peek?topic=allowed", "wrong", 503, "AUTH_FAILED"},
+	} {
+		if code, msg := get(tc.path, tc.secret); code != tc.code || msg != tc.msg {
+			t.Errorf("GET %s secret %q: %d %q, want %d %q", tc.path, tc.secret, code, msg, tc.code, tc.msg)
+		}
+	}
+}

@@ -67,8 +67,30 @@ func (c *httpAuthCache) get(ctx context.Context, client *auth.Client, req auth.R
 
 // authorizePublish checks an HTTP publish to topic (see above).
 func (s *httpServer) authorizePublish(r *http.Request, topic string) error {
+	if s.n.opts.AuthHTTPPublishOpen {
+		return nil
+	}
+	return s.authorize(r, "HTTP publish", func(st *auth.State) bool { return st.IsAllowed(topic, "") })
+}
+
+// authorizePeek checks a peek at topic, or at its channel: reading message
+// bodies needs what SUB needs, whatever --auth-http-publish-open says.
+func (s *httpServer) authorizePeek(r *http.Request, topic, channel string) error {
+	return s.authorize(r, "peek", func(st *auth.State) bool {
+		if channel == "" {
+			return st.CanSubscribe(topic)
+		}
+		return st.IsAllowed(topic, channel)
+	})
+}
+
+// authorize asks the auth server about the secret in the request's
+// X-NSQ-Auth-Secret header (answers cached for their TTL) and checks what
+// it grants with allowed. Without --auth-http-address everything is
+// allowed.
+func (s *httpServer) authorize(r *http.Request, what string, allowed func(*auth.State) bool) error {
 	n := s.n
-	if !n.authEnabled() || n.opts.AuthHTTPPublishOpen {
+	if !n.authEnabled() {
 		return nil
 	}
 	secret := r.Header.Get(AuthSecretHeader)
@@ -87,10 +109,10 @@ func (s *httpServer) authorizePublish(r *http.Request, topic string) error {
 	}
 	st, err := n.httpAuth.get(r.Context(), n.authClient, req)
 	if err != nil {
-		n.log.Warn("HTTP publish AUTH failed", "client", r.RemoteAddr, "err", err)
+		n.log.Warn(what+" AUTH failed", "client", r.RemoteAddr, "err", err)
 		return apiErr(http.StatusServiceUnavailable, "AUTH_FAILED")
 	}
-	if !st.IsAllowed(topic, "") {
+	if !allowed(st) {
 		return apiErr(http.StatusForbidden, "UNAUTHORIZED")
 	}
 	return nil

@@ -9,11 +9,15 @@ import (
 )
 
 // GET /topic/peek?topic=T&n=10 and GET /channel/peek?topic=T&channel=C&n=10
-// [&from=deferred|inflight]: see queue_peek.go.
+// [&from=deferred|inflight]: see queue_peek.go. Under --auth-http-address
+// they need a secret allowed to subscribe (http_auth.go).
 
 func (s *httpServer) topicPeek(_ http.ResponseWriter, r *http.Request, _ httprouter.Params) (any, error) {
 	t, err := s.existingTopic(r, false)
 	if err != nil {
+		return nil, err
+	}
+	if err := s.authorizePeek(r, t.name, ""); err != nil {
 		return nil, err
 	}
 	n, _, err := peekArgs(r, false)
@@ -26,6 +30,9 @@ func (s *httpServer) topicPeek(_ http.ResponseWriter, r *http.Request, _ httprou
 func (s *httpServer) channelPeek(_ http.ResponseWriter, r *http.Request, _ httprouter.Params) (any, error) {
 	_, ch, err := s.existingChannel(r)
 	if err != nil {
+		return nil, err
+	}
+	if err := s.authorizePeek(r, ch.topicName, ch.name); err != nil {
 		return nil, err
 	}
 	n, from, err := peekArgs(r, true)

@@ -43,6 +43,15 @@ type PeekResult struct {
 	Depth    int64           `json:"depth"`
 }
 
+// peekResult answers with out, an empty list rather than null when there
+// is nothing to show.
+func peekResult(out []PeekedMessage, depth int64) PeekResult {
+	if out == nil {
+		out = []PeekedMessage{}
+	}
+	return PeekResult{Messages: out, Depth: depth}
+}
+
 func peeked(m *Message, body []byte) PeekedMessage {
 	p := PeekedMessage{ID: string(m.ID[:]), Timestamp: m.Timestamp, Attempts: m.Attempts, Size: len(body), Body: body}
 	if len(body) > peekBodyMax {
@@ -96,7 +105,7 @@ func (t *Topic) Peek(n int) PeekResult {
 	out := t.q.peekMemLocked(n)
 	t.unlock()
 	out = t.q.peekDisk(out, n-len(out))
-	return PeekResult{Messages: out, Depth: t.Depth()}
+	return peekResult(out, t.Depth())
 }
 
 // Peek shows up to n messages of the channel: from "" (the ready queue,
@@ -119,7 +128,7 @@ func (ch *Channel) Peek(from string, n int) PeekResult {
 		ch.unlock()
 		out = ch.q.peekDisk(out, n-len(out))
 	}
-	return PeekResult{Messages: out, Depth: ch.Depth()}
+	return peekResult(out, ch.Depth())
 }
 
 // peekDeferred finds the n deferred messages due first: in memory and in

@@ -3,6 +3,7 @@ package nsqd
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -155,6 +156,24 @@ func TestPeekDeferredTopicAndLimits(t *testing.T) {
 	} {
 		if code, body := d.do("GET", path, ""); code != want {
 			t.Errorf("GET %s: %d %s, want %d", path, code, body, want)
+		}
+	}
+}
+
+// TestPeekEmptyListsAreLists: a peek that finds nothing answers
+// "messages": [], whichever list it looks at, never null.
+func TestPeekEmptyListsAreLists(t *testing.T) {
+	d := startDaemon(t, testOptions(t))
+	d.mustDo("POST", "/topic/create?topic=t", "", http.StatusOK)
+	d.mustDo("POST", "/channel/create?topic=t&channel=c", "", http.StatusOK)
+	for _, path := range []string{
+		"/topic/peek?topic=t",
+		"/channel/peek?topic=t&channel=c",
+		"/channel/peek?topic=t&channel=c&from=deferred",
+		"/channel/peek?topic=t&channel=c&from=inflight",
+	} {
+		if body := d.mustDo("GET", path, "", http.StatusOK); !strings.Contains(body, `"messages":[]`) {
+			t.Errorf("GET %s: %s; want \"messages\":[]", path, body)
 		}
 	}
 }

@@ -98,6 +98,19 @@ func (s *State) IsAllowed(topic, channel string) bool {
 	return false
 }
 
+// CanSubscribe reports whether any authorization permits subscribing to
+// some channel of the topic: reading what the topic holds is no more than
+// what such a subscriber gets.
+func (s *State) CanSubscribe(topic string) bool {
+	for i := range s.Authorizations {
+		a := &s.Authorizations[i]
+		if a.subscribe && len(a.channels) > 0 && a.topic != nil && a.topic.MatchString(topic) {
+			return true
+		}
+	}
+	return false
+}
+
 func (a *Authorization) isAllowed(topic, channel string) bool {
 	if (channel != "" && !a.subscribe) || (channel == "" && !a.publish) {
 		return false

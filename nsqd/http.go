@@ -572,14 +572,21 @@ func (s *httpServer) channelEmpty(_ http.ResponseWriter, r *http.Request, _ http
 }
 
 func (s *httpServer) getConfig(_ http.ResponseWriter, _ *http.Request, ps httprouter.Params) (any, error) {
-	opt := ps.ByName("opt")
-	if opt == "log_level" {
+	// Options NSQ resolves at start-up answer with their resolved value.
+	tcpPort, httpPort := s.n.broadcastPorts()
+	switch opt := ps.ByName("opt"); opt {
+	case "log_level":
 		return nsqLogLevel(s.n.logLevel.Level()), nil
-	}
-	if opt == "nsqlookupd_tcp_addresses" {
+	case "nsqlookupd_tcp_addresses":
 		return s.n.lookupdAddresses(), nil
+	case "broadcast_tcp_port":
+		return tcpPort, nil
+	case "broadcast_http_port":
+		return httpPort, nil
+	case "statsd_prefix":
+		return s.n.statsdPrefix(), nil
 	}
-	v, ok := config.Lookup(s.n.opts, opt)
+	v, ok := config.Lookup(s.n.opts, ps.ByName("opt"))
 	if !ok {
 		return nil, apiErr(http.StatusBadRequest, "INVALID_OPTION")
 	}

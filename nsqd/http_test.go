@@ -746,6 +746,28 @@ func TestHTTPChannelAdmin(t *testing.T) {
 	expectErr(t, "delete again", d.call("POST", "/channel/delete?topic=ct&channel=q", nil), 404, "CHANNEL_NOT_FOUND")
 }
 
+// TestHTTPConfigResolved: the options NSQ v1.3.0 resolves at start-up
+// answer GET /config with what it resolved them to: the bound ports for
+// broadcast ports left at 0, the statsd prefix with its %s expanded, and
+// [] rather than null for no lookupd addresses.
+func TestHTTPConfigResolved(t *testing.T) {
+	o := testOptions(t)
+	o.BroadcastAddress = "node-1.example"
+	d := startDaemon(t, o)
+	_, tcpPort, _ := net.SplitHostPort(d.tcp)
+	_, httpPort, _ := net.SplitHostPort(d.http)
+	for opt, want := range map[string]string{
+		"nsqlookupd_tcp_addresses": "[]",
+		"broadcast_tcp_port":       tcpPort,
+		"broadcast_http_port":      httpPort,
+		"statsd_prefix":            "nsq.node-1_example_" + httpPort + ".",
+	} {
+		if r := d.call("GET", "/config/"+opt, nil); r.code != 200 || r.body != want {
+			t.Errorf("GET /config/%s = %d %q, want %q", opt, r.code, r.body, want)
+		}
+	}
+}
+
 func TestHTTPConfig(t *testing.T) {
 	o := testOptions(t)
 	o.MaxMsgSize = 4096

@@ -20,13 +20,7 @@ func (n *NSQD) startLookup() {
 // lookupIdentity is what this node announces to nsqlookupd now.
 func (n *NSQD) lookupIdentity() lookuppeer.Identity {
 	host, _ := os.Hostname()
-	tcpPort, httpPort := n.opts.BroadcastTCPPort, n.opts.BroadcastHTTPPort
-	if tcpPort == 0 {
-		tcpPort = netx.Port(n.tcpListener)
-	}
-	if httpPort == 0 && n.httpListener != nil {
-		httpPort = netx.Port(n.httpListener)
-	}
+	tcpPort, httpPort := n.broadcastPorts()
 	return lookuppeer.Identity{
 		BroadcastAddress: n.opts.BroadcastAddress,
 		Hostname:         host,
@@ -37,6 +31,19 @@ func (n *NSQD) lookupIdentity() lookuppeer.Identity {
 		TopologyRegion:   n.opts.TopologyRegion,
 		Draining:         n.Draining(),
 	}
+}
+
+// broadcastPorts are --broadcast-tcp-port and --broadcast-http-port, or,
+// where 0, the ports the listeners bound, as NSQ resolves them.
+func (n *NSQD) broadcastPorts() (tcpPort, httpPort int) {
+	tcpPort, httpPort = n.opts.BroadcastTCPPort, n.opts.BroadcastHTTPPort
+	if tcpPort == 0 {
+		tcpPort = max(netx.Port(n.tcpListener), 0)
+	}
+	if httpPort == 0 && n.httpListener != nil {
+		httpPort = max(netx.Port(n.httpListener), 0)
+	}
+	return tcpPort, httpPort
 }
 
 // announceIdentity re-identifies with every nsqlookupd (after a drain
@@ -68,7 +75,10 @@ func (n *NSQD) lookupdAddresses() []string {
 	if n.lookup == nil {
 		return append([]string{}, n.opts.NSQLookupdTCPAddresses...)
 	}
-	return n.lookup.Addresses()
+	if addrs := n.lookup.Addresses(); addrs != nil {
+		return addrs
+	}
+	return []string{} // [] as NSQ answers, not null
 }
 
 func (n *NSQD) setLookupdAddresses(addrs []string) {

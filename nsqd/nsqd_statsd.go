@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/nsqgo/nsq/internal/names"
-	"github.com/nsqgo/nsq/internal/netx"
 	"github.com/nsqgo/nsq/internal/quantile"
 	"github.com/nsqgo/nsq/internal/statsd"
 )
@@ -52,10 +51,7 @@ func (n *NSQD) statsdPrefix() string {
 	if p == "" {
 		return ""
 	}
-	port := n.opts.BroadcastHTTPPort
-	if port == 0 && n.httpListener != nil {
-		port = netx.Port(n.httpListener)
-	}
+	_, port := n.broadcastPorts()
 	host := statsd.HostKey(net.JoinHostPort(n.opts.BroadcastAddress, strconv.Itoa(port)))
 	p = strings.ReplaceAll(p, "%s", host)
 	if !strings.HasSuffix(p, ".") {

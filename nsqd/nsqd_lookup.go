@@ -37,7 +37,7 @@ func (n *NSQD) lookupIdentity() lookuppeer.Identity {
 // where 0, the ports the listeners bound, as NSQ resolves them.
 func (n *NSQD) broadcastPorts() (tcpPort, httpPort int) {
 	tcpPort, httpPort = n.opts.BroadcastTCPPort, n.opts.BroadcastHTTPPort
-	if tcpPort == 0 {
+	if tcpPort == 0 && n.tcpListener != nil {
 		tcpPort = max(netx.Port(n.tcpListener), 0)
 	}
 	if httpPort == 0 && n.httpListener != nil {

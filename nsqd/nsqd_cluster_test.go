@@ -724,7 +724,7 @@ func TestReplicatedRejectNew(t *testing.T) {
 	follower.mustDo("POST", "/channel/policy?topic="+topic+"&channel=c", `{"max_msgs":3,"overflow":"reject_new"}`, 200)
 	testutil.WaitFor(t, "the policy on the leader's channel", 10*time.Second, func() bool {
 		cs, ok := leader.channelStats(topic, "c")
-		return ok && cs.Policy.Overflow == "reject_new"
+		return ok && cs.Policy != nil && cs.Policy.Overflow == "reject_new"
 	})
 	for i := range 3 {
 		follower.mustDo("POST", "/pub?topic="+topic, fmt.Sprint("m", i), 200)

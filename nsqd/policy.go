@@ -163,6 +163,24 @@ func (p *queuePolicy) topicView() TopicPolicy {
 	return TopicPolicy{MaxMsgs: p.maxMsgs, MaxBytes: p.maxBytes, Overflow: p.overflow.String(), MaxAge: p.maxAgeText}
 }
 
+// topicStatsView and channelStatsView are the views /stats shows: nil,
+// left out, for a queue without a policy.
+func (p *queuePolicy) topicStatsView() *TopicPolicy {
+	if p == nil {
+		return nil
+	}
+	v := p.topicView()
+	return &v
+}
+
+func (p *queuePolicy) channelStatsView() *ChannelPolicy {
+	if p == nil {
+		return nil
+	}
+	v := p.channelView()
+	return &v
+}
+
 func (p *queuePolicy) channelView() ChannelPolicy {
 	c := ChannelPolicy{TopicPolicy: p.topicView()}
 	if p != nil {

@@ -570,7 +570,8 @@ func TestPolicyAPIShapeAndInheritance(t *testing.T) {
 		t.Fatalf("after null: %v", got)
 	}
 
-	// /stats shows policies and counters; text shows non-default ones.
+	// /stats shows policies, and counters once they count; text shows
+	// non-default ones.
 	var st struct {
 		Topics []struct {
 			Policy   map[string]any `json:"policy"`
@@ -585,9 +586,9 @@ func TestPolicyAPIShapeAndInheritance(t *testing.T) {
 	if err := json.Unmarshal([]byte(d.mustDo("GET", "/stats?format=json&topic=orders", "", 200)), &st); err != nil {
 		t.Fatal(err)
 	}
-	if len(st.Topics) != 1 || st.Topics[0].Policy["max_msgs"] != 50.0 || st.Topics[0].Dropped == nil ||
-		st.Topics[0].Expired == nil || len(st.Topics[0].Channels) != 1 ||
-		st.Topics[0].Channels[0].Policy["max_attempts"] != 5.0 || st.Topics[0].Channels[0].DeadLetter == nil {
+	if len(st.Topics) != 1 || st.Topics[0].Policy["max_msgs"] != 50.0 || st.Topics[0].Dropped != nil ||
+		st.Topics[0].Expired != nil || len(st.Topics[0].Channels) != 1 ||
+		st.Topics[0].Channels[0].Policy["max_attempts"] != 5.0 || st.Topics[0].Channels[0].DeadLetter != nil {
 		t.Fatalf("stats JSON: %+v", st)
 	}
 	text := d.mustDo("GET", "/stats", "", 200)

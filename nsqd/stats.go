@@ -22,10 +22,12 @@ type TopicStats struct {
 	// BacklogBlocked says why the topic's backlog cannot reach its channels
 	// (a channel's disk is full, say); absent while it can.
 	BacklogBlocked string `json:"backlog_blocked,omitempty"`
-	// not in NSQ: the queue policy and what it dropped (policy.go)
-	Policy       TopicPolicy `json:"policy"`
-	DroppedCount uint64      `json:"dropped_count"`
-	ExpiredCount uint64      `json:"expired_count"`
+	// not in NSQ, and left out when unset, so a daemon without policies
+	// answers what NSQ would: the queue policy and what it dropped
+	// (policy.go)
+	Policy       *TopicPolicy `json:"policy,omitempty"`
+	DroppedCount uint64       `json:"dropped_count,omitempty"`
+	ExpiredCount uint64       `json:"expired_count,omitempty"`
 	// not in NSQ: a replicated topic's replication (nsqd_cluster.go)
 	Replication *replication.Status `json:"replication,omitempty"`
 	policy      *queuePolicy        // for the text format
@@ -48,12 +50,13 @@ type ChannelStats struct {
 	Clients              []ClientStats    `json:"clients"`
 	Paused               bool             `json:"paused"`
 	E2eProcessingLatency *quantile.Result `json:"e2e_processing_latency"`
-	// not in NSQ: the effective queue policy and what it took out
-	Policy          ChannelPolicy `json:"policy"`
-	DroppedCount    uint64        `json:"dropped_count"`
-	ExpiredCount    uint64        `json:"expired_count"`
-	DeadLetterCount uint64        `json:"dead_letter_count"`
-	policy          *queuePolicy  // for the text format
+	// not in NSQ, and left out when unset: the effective queue policy and
+	// what it took out
+	Policy          *ChannelPolicy `json:"policy,omitempty"`
+	DroppedCount    uint64         `json:"dropped_count,omitempty"`
+	ExpiredCount    uint64         `json:"expired_count,omitempty"`
+	DeadLetterCount uint64         `json:"dead_letter_count,omitempty"`
+	policy          *queuePolicy   // for the text format
 }
 
 // PubCount is one topic a producer published to.
@@ -207,7 +210,7 @@ func (ch *Channel) statsInto(s *ChannelStats, includeClients bool, topic string)
 		ClientCount:          int(snap.subs),
 		Paused:               snap.paused,
 		E2eProcessingLatency: ch.e2e.result(),
-		Policy:               snap.policy.channelView(),
+		Policy:               snap.policy.channelStatsView(),
 		DroppedCount:         snap.dropped,
 		ExpiredCount:         snap.expired,
 		DeadLetterCount:      snap.deadLettered,
@@ -258,7 +261,7 @@ func (t *Topic) ownStats() TopicStats {
 		MessageCount: snap.messageCount,
 		MessageBytes: snap.messageBytes,
 		Paused:       snap.paused,
-		Policy:       snap.policy.topicView(),
+		Policy:       snap.policy.topicStatsView(),
 		DroppedCount: snap.dropped,
 		ExpiredCount: snap.expired,
 		policy:       snap.policy,

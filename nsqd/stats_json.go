@@ -164,14 +164,11 @@ func appendTopicTailJSON(b []byte, ts *TopicStats) []byte {
 	if ts.BacklogBlocked != "" {
 		b = appendKeyString(b, `,"backlog_blocked":`, ts.BacklogBlocked)
 	}
-	b = append(b, `,"policy":`...)
-	if ts.Policy == noTopicPolicy {
-		b = append(b, noTopicPolicyJSON...)
-	} else {
-		b = appendTopicPolicyJSON(b, &ts.Policy)
+	if ts.Policy != nil {
+		b = appendTopicPolicyJSON(append(b, `,"policy":`...), ts.Policy)
 	}
-	b = appendKeyUint(b, `,"dropped_count":`, ts.DroppedCount)
-	b = appendKeyUint(b, `,"expired_count":`, ts.ExpiredCount)
+	b = appendUintIfSet(b, `,"dropped_count":`, ts.DroppedCount)
+	b = appendUintIfSet(b, `,"expired_count":`, ts.ExpiredCount)
 	if ts.Replication != nil {
 		b = append(b, `,"replication":`...)
 		b = appendJSONValue(b, ts.Replication)
@@ -186,15 +183,9 @@ func appendChannelJSON(b []byte, cs *ChannelStats) []byte {
 	b = appendKeyInt(b, `,"in_flight_count":`, int64(cs.InFlightCount))
 	b = appendKeyInt(b, `,"deferred_count":`, int64(cs.DeferredCount))
 	b = appendKeyUint(b, `,"message_count":`, cs.MessageCount)
-	if cs.ZoneLocalMsgCount != 0 {
-		b = appendKeyUint(b, `,"zone_local_msg_count":`, cs.ZoneLocalMsgCount)
-	}
-	if cs.RegionLocalMsgCount != 0 {
-		b = appendKeyUint(b, `,"region_local_msg_count":`, cs.RegionLocalMsgCount)
-	}
-	if cs.GlobalMsgCount != 0 {
-		b = appendKeyUint(b, `,"global_msg_count":`, cs.GlobalMsgCount)
-	}
+	b = appendUintIfSet(b, `,"zone_local_msg_count":`, cs.ZoneLocalMsgCount)
+	b = appendUintIfSet(b, `,"region_local_msg_count":`, cs.RegionLocalMsgCount)
+	b = appendUintIfSet(b, `,"global_msg_count":`, cs.GlobalMsgCount)
 	b = appendKeyUint(b, `,"requeue_count":`, cs.RequeueCount)
 	b = appendKeyUint(b, `,"timeout_count":`, cs.TimeoutCount)
 	b = appendKeyInt(b, `,"client_count":`, int64(cs.ClientCount))
@@ -203,26 +194,22 @@ func appendChannelJSON(b []byte, cs *ChannelStats) []byte {
 	b = appendKeyBool(b, `,"paused":`, cs.Paused)
 	b = append(b, `,"e2e_processing_latency":`...)
 	b = appendLatencyJSON(b, cs.E2eProcessingLatency)
-	b = append(b, `,"policy":`...)
-	if cs.Policy == noChannelPolicy {
-		b = append(b, noChannelPolicyJSON...)
-	} else {
-		b = appendChannelPolicyJSON(b, &cs.Policy)
+	if cs.Policy != nil {
+		b = appendChannelPolicyJSON(append(b, `,"policy":`...), cs.Policy)
 	}
-	b = appendKeyUint(b, `,"dropped_count":`, cs.DroppedCount)
-	b = appendKeyUint(b, `,"expired_count":`, cs.ExpiredCount)
-	b = appendKeyUint(b, `,"dead_letter_count":`, cs.DeadLetterCount)
+	b = appendUintIfSet(b, `,"dropped_count":`, cs.DroppedCount)
+	b = appendUintIfSet(b, `,"expired_count":`, cs.ExpiredCount)
+	b = appendUintIfSet(b, `,"dead_letter_count":`, cs.DeadLetterCount)
 	return append(b, '}')
 }
 
-// The policy of a queue that has none, as almost every queue of a large
-// /stats shows it: encoded once, by the functions below.
-var (
-	noTopicPolicy       = (*queuePolicy)(nil).topicView()
-	noTopicPolicyJSON   = appendTopicPolicyJSON(nil, &noTopicPolicy)
-	noChannelPolicy     = (*queuePolicy)(nil).channelView()
-	noChannelPolicyJSON = appendChannelPolicyJSON(nil, &noChannelPolicy)
-)
+// appendUintIfSet appends a counter unless it is 0 (omitempty).
+func appendUintIfSet(b []byte, key string, v uint64) []byte {
+	if v == 0 {
+		return b
+	}
+	return appendKeyUint(b, key, v)
+}
 
 func appendTopicPolicyJSON(b []byte, p *TopicPolicy) []byte {
 	return append(appendPolicyFieldsJSON(b, p), '}')

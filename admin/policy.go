@@ -120,7 +120,7 @@ func (a *Admin) setPolicy(ctx context.Context, nodes []string, topic, channel st
 	}
 	_, errs := fanOut(ctx, a.cluster.limit, nodes, func(ctx context.Context, addr string) (struct{}, error) {
 		return struct{}{}, notFound(a.cluster.send(ctx, "nsqd", http.MethodPost, addr, path, body))
-	})
+	}, nil)
 	for _, e := range errs {
 		var se *statusError
 		if errors.As(e.Err, &se) && se.code == http.StatusBadRequest {
@@ -170,5 +170,5 @@ func (a *Admin) editPolicy(req *http.Request, topic, channel string) (int, []Nod
 	}
 	serrs, err := a.setPolicy(req.Context(), nodes, topic, channel, change)
 	a.invalidate()
-	return len(change), append(errs, serrs...), err
+	return len(change), joinErrs(errs, serrs), err
 }

@@ -601,9 +601,11 @@ func (c *cluster) nodeStats(ctx context.Context, producers []*Producer, q statsQ
 			}
 			t.Node, t.Hostname = addr, hostname
 			t.MemoryDepth = t.Depth - t.BackendDepth
+			t.Policy = t.Policy.orNone()
 			for _, ch := range t.Channels {
 				ch.Node, ch.Hostname, ch.TopicName = addr, hostname, t.TopicName
 				ch.MemoryDepth = ch.Depth - ch.BackendDepth
+				ch.Policy = ch.Policy.orNone()
 				if q.channel != "" && ch.ChannelName != q.channel {
 					continue
 				}

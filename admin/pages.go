@@ -43,6 +43,9 @@ func newPages(devStaticDir string) (*pages, error) {
 		"latency": formatLatency,
 		"chart":   func(v *view, topic, channel string) chart { return chart{v, topic, channel} },
 		"policyForm": func(url string, p *Policy, varies bool, fields []policyField) policyForm {
+			if p == nil && !varies {
+				p = &offPolicy
+			}
 			return policyForm{url, p, varies, fields}
 		},
 		"queueActions": func(kind, url, name string, paused bool) queueActions {

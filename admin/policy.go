@@ -16,10 +16,10 @@ import (
 )
 
 // Policy is a topic's or channel's queue policy as nsqd's /stats and
-// /topic/policy, /channel/policy show it (issue 12). A queue without one
-// has a nil Policy: an nsqd without policies (NSQ's own, or older) leaves
-// it out of /stats, as may a newer one for a queue with none set, and
-// this project's shows one with every field off.
+// /topic/policy, /channel/policy show it. A queue without one has a nil
+// Policy: an nsqd without policies (NSQ's own, or older) leaves it out of
+// /stats, as may a newer one for a queue with none set, and this
+// project's shows one with every field off.
 type Policy struct {
 	MaxMsgs         int64  `json:"max_msgs"`
 	MaxBytes        int64  `json:"max_bytes"`

@@ -5,8 +5,10 @@
 // The pages are server-rendered html/template with htmx (embedded) keeping
 // their tables live; graphs come from an in-process ring buffer of polled
 // stats, so no Graphite is needed (it stays optional). Every fan-out to the
-// daemons is bounded and tolerates dead nodes: a node that does not answer
-// is a badge on the page, never a failed page.
+// daemons is bounded and tolerates dead nodes: a page waits for them no
+// longer than --page-deadline, and a node that has not answered by then is
+// a badge on the page, never a failed or a late page, with its figures
+// from its latest answer where there is one.
 package admin
 
 import (
@@ -64,9 +66,11 @@ func New(opts *Options) (*Admin, error) {
 	a := &Admin{logger: logger, level: level, errc: make(chan error, 1)}
 	a.opts.Store(&o)
 	a.metrics = newMetrics()
-	a.cluster = &cluster{client: client, limit: o.NodeConcurrency, logger: logger, observed: a.metrics.observeRequest}
+	a.cluster = &cluster{client: client, limit: o.NodeConcurrency, logger: logger, observed: a.metrics.observeRequest,
+		standIns: o.PageDeadline > 0}
 	a.notifier = newNotifier(client, o.NotificationHTTPEndpoint, logger, a.metrics)
 	a.history = newHistory(int(o.StatsHistory / o.StatsInterval))
+	a.snaps.turn = make(chan struct{}, 1)
 	if a.pages, err = newPages(o.DevStaticDir); err != nil {
 		return nil, fmt.Errorf("nsqadmin: %w", err)
 	}

@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -34,10 +35,10 @@ func (a *Admin) routes() (http.Handler, error) {
 
 	for _, p := range []string{"/", "/topics", "/topics/:topic", "/topics/:topic/:channel",
 		"/nodes", "/nodes/:node", "/counter", "/lookup"} {
-		r.GET(bp(p), a.page)
+		r.GET(bp(p), a.withDeadline(a.page))
 	}
 	if o.BasePath != "/" {
-		r.GET(o.BasePath+"/", a.page) // the index with its trailing slash too
+		r.GET(o.BasePath+"/", a.withDeadline(a.page)) // the index with its trailing slash too
 	}
 	// Form posts of the pages' buttons (work without JavaScript too).
 	r.POST(bp("/topics/:topic"), a.formAction)
@@ -45,18 +46,18 @@ func (a *Admin) routes() (http.Handler, error) {
 	r.POST(bp("/nodes/:node"), a.formAction)
 	r.POST(bp("/lookup"), a.formAction)
 
-	r.GET(bp("/api/topics"), v1(a.apiTopics))
-	r.GET(bp("/api/topics/:topic"), v1(a.apiTopic))
-	r.GET(bp("/api/topics/:topic/:channel"), v1(a.apiChannel))
-	r.GET(bp("/api/nodes"), v1(a.apiNodes))
-	r.GET(bp("/api/nodes/:node"), v1(a.apiNode))
+	r.GET(bp("/api/topics"), a.withDeadline(v1(a.apiTopics)))
+	r.GET(bp("/api/topics/:topic"), a.withDeadline(v1(a.apiTopic)))
+	r.GET(bp("/api/topics/:topic/:channel"), a.withDeadline(v1(a.apiChannel)))
+	r.GET(bp("/api/nodes"), a.withDeadline(v1(a.apiNodes)))
+	r.GET(bp("/api/nodes/:node"), a.withDeadline(v1(a.apiNode)))
 	r.POST(bp("/api/topics"), v1(a.apiCreate))
 	r.POST(bp("/api/topics/:topic"), v1(a.apiAction))
 	r.POST(bp("/api/topics/:topic/:channel"), v1(a.apiAction))
 	r.DELETE(bp("/api/nodes/:node"), v1(a.apiTombstone))
 	r.DELETE(bp("/api/topics/:topic"), v1(a.apiDelete))
 	r.DELETE(bp("/api/topics/:topic/:channel"), v1(a.apiDelete))
-	r.GET(bp("/api/counter"), v1(a.apiCounter))
+	r.GET(bp("/api/counter"), a.withDeadline(v1(a.apiCounter)))
 	r.GET(bp("/api/graphite"), v1(a.apiGraphite))
 	r.GET(bp("/config/:opt"), v1(a.doConfig))
 	r.PUT(bp("/config/:opt"), v1(a.doConfig))
@@ -83,6 +84,20 @@ func (a *Admin) routes() (http.Handler, error) {
 		r.Handler(http.MethodGet, bp("/render"), proxy)
 	}
 	return r, nil
+}
+
+// withDeadline bounds how long h, a page or a GET /api answer, waits for
+// the daemons: --page-deadline. Actions have none: a change must reach
+// every node, however slow, within --http-client-request-timeout.
+func (a *Admin) withDeadline(h httprouter.Handle) httprouter.Handle {
+	return func(w http.ResponseWriter, req *http.Request, ps httprouter.Params) {
+		if d := a.opts.Load().PageDeadline; d > 0 {
+			ctx, cancel := context.WithTimeout(req.Context(), d)
+			defer cancel()
+			req = req.WithContext(ctx)
+		}
+		h(w, req, ps)
+	}
 }
 
 // warning is NSQ's "message" for a partial answer.
@@ -160,7 +175,7 @@ func (a *Admin) apiNodes(_ http.ResponseWriter, req *http.Request, _ httprouter.
 	if err != nil {
 		return nil, apiErr(err)
 	}
-	errs = append(errs, a.cluster.nodeInfos(req.Context(), nodes)...)
+	errs = joinErrs(errs, a.cluster.nodeInfos(req.Context(), nodes))
 	return struct {
 		Nodes   []*Producer `json:"nodes"`
 		Message string      `json:"message"`

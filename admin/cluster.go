@@ -27,9 +27,48 @@ import (
 type NodeError struct {
 	Addr string
 	Err  error
+	// AsOf, when set, is when the daemon gave the answer the view shows in
+	// its place (its latest to the stats poll, or to a request of that
+	// kind).
+	AsOf time.Time
 }
 
-func (e NodeError) Error() string { return e.Addr + ": " + e.Err.Error() }
+func (e NodeError) Error() string {
+	if e.AsOf.IsZero() {
+		return e.Addr + ": " + e.Err.Error()
+	}
+	return e.Addr + ": " + e.Err.Error() + " (shown as of " + e.Age() + " ago)"
+}
+
+// State names the failure on a badge: a daemon that took too long is "not
+// answering" (a stopped process, an overloaded host), one that refused the
+// connection or answered an error is "down".
+func (e NodeError) State() string {
+	var ne net.Error
+	if errors.Is(e.Err, context.DeadlineExceeded) || (errors.As(e.Err, &ne) && ne.Timeout()) {
+		return "not answering"
+	}
+	return "down"
+}
+
+// Age is how old the answer shown in the daemon's place is; "" when none is.
+func (e NodeError) Age() string { return ageOf(e.AsOf) }
+
+// joinErrs adds to errs those of more that name daemons errs does not, so
+// a daemon that failed several steps of a view is one badge; where both
+// name it, the one with an answer shown in its place wins.
+func joinErrs(errs []NodeError, more []NodeError) []NodeError {
+	for _, e := range more {
+		i := slices.IndexFunc(errs, func(have NodeError) bool { return have.Addr == e.Addr })
+		switch {
+		case i < 0:
+			errs = append(errs, e)
+		case errs[i].AsOf.IsZero() && !e.AsOf.IsZero():
+			errs[i] = e
+		}
+	}
+	return errs
+}
 
 // errUpstream marks an answer for which not one daemon answered; the API
 // turns it into NSQ's 502 UPSTREAM_ERROR.
@@ -43,6 +82,14 @@ type cluster struct {
 	limit    int
 	logger   *slog.Logger
 	observed func(kind string, err error) // metrics hook, called per request
+
+	// The daemons' latest answers, which a view shows in the place of a
+	// daemon that does not answer it in time, when standIns (NSQ's
+	// nsqadmin leaves such a daemon out).
+	standIns bool
+	polled   answers[[]*TopicStats]     // each nsqd's whole /stats (no clients), from the latest poll
+	infos    answers[nsqdInfo]          // each nsqd's latest /info
+	lookups  answers[[]lookupdProducer] // each nsqlookupd's latest /nodes
 }
 
 func newHTTPClient(o *Options) (*http.Client, error) {
@@ -77,8 +124,13 @@ func newHTTPClient(o *Options) (*http.Client, error) {
 }
 
 // fanOut calls fn for every address, at most limit at once, and returns the
-// successful results in address order and the failures.
-func fanOut[T any](ctx context.Context, limit int, addrs []string, fn func(context.Context, string) (T, error)) ([]T, []NodeError) {
+// results in address order and the failures. It waits no longer than ctx
+// allows (a view's deadline): an address fn has not answered for by then
+// fails, as does one still waiting for its turn, so one daemon never holds
+// up a view longer than that. A failed address gets fill's value in its
+// place when fill (which may be nil) has one, and its NodeError says when
+// that value was answered.
+func fanOut[T any](ctx context.Context, limit int, addrs []string, fn func(context.Context, string) (T, error), fill fillFunc[T]) ([]T, []NodeError) {
 	type result struct {
 		v   T
 		err error
@@ -104,17 +156,28 @@ func fanOut[T any](ctx context.Context, limit int, addrs []string, fn func(conte
 	var out []T
 	var errs []NodeError
 	for i, r := range results {
-		if r.err != nil {
-			errs = append(errs, NodeError{addrs[i], r.err})
+		if r.err == nil {
+			out = append(out, r.v)
 			continue
 		}
-		out = append(out, r.v)
+		e := NodeError{Addr: addrs[i], Err: r.err}
+		if fill != nil {
+			if v, at, ok := fill(addrs[i]); ok {
+				out = append(out, v)
+				e.AsOf = at
+			}
+		}
+		errs = append(errs, e)
 	}
 	return out, errs
 }
 
-// allFailed reports whether every one of n attempts failed.
-func allFailed(n int, errs []NodeError) bool { return n > 0 && len(errs) == n }
+// allFailed reports whether every one of n attempts failed with nothing
+// to show in its place.
+func allFailed(n int, errs []NodeError) bool {
+	shown := slices.IndexFunc(errs, func(e NodeError) bool { return !e.AsOf.IsZero() }) >= 0
+	return n > 0 && len(errs) == n && !shown
+}
 
 func httpURL(addr, path string) string {
 	if strings.Contains(addr, "://") {
@@ -225,7 +288,13 @@ func (c *cluster) lookupdTopics(ctx context.Context, lookupds []string) ([]strin
 			Topics []string `json:"topics"`
 		}
 		return r.Topics, c.get(ctx, "nsqlookupd", addr, "/topics", &r)
-	})
+	}, fillFrom(c, &c.lookups, func(_ string, ps []lookupdProducer, _ time.Time) []string {
+		var topics []string
+		for _, p := range ps {
+			topics = append(topics, p.Topics...)
+		}
+		return topics
+	}))
 	return sortedUnique(lists), errs
 }
 
@@ -236,7 +305,7 @@ func (c *cluster) lookupdChannels(ctx context.Context, topic string, lookupds []
 			Channels []string `json:"channels"`
 		}
 		return r.Channels, notFound(c.get(ctx, "nsqlookupd", addr, "/channels?topic="+url.QueryEscape(topic), &r))
-	})
+	}, nil)
 	return sortedUnique(lists), errs
 }
 
@@ -254,8 +323,11 @@ func (c *cluster) lookupdProducers(ctx context.Context, lookupds []string) ([]*P
 		// Draining nsqds are left out of a plain /nodes (publishers look
 		// there); the admin still shows them. NSQ's lookupd ignores the flag.
 		err := c.get(ctx, "nsqlookupd", addr, "/nodes?include_draining=true", &r)
+		if err == nil {
+			c.lookups.put(addr, r.Producers, time.Now())
+		}
 		return answer{addr, r.Producers}, err
-	})
+	}, fillFrom(c, &c.lookups, func(addr string, ps []lookupdProducer, _ time.Time) answer { return answer{addr, ps} }))
 	byAddr := make(map[string]*Producer)
 	var out []*Producer
 	for _, a := range answers {
@@ -282,7 +354,15 @@ func (c *cluster) lookupdTopicProducers(ctx context.Context, topic string, looku
 			Producers []lookupdProducer `json:"producers"`
 		}
 		return r.Producers, notFound(c.get(ctx, "nsqlookupd", addr, "/lookup?topic="+url.QueryEscape(topic), &r))
-	})
+	}, fillFrom(c, &c.lookups, func(_ string, ps []lookupdProducer, _ time.Time) []lookupdProducer {
+		var carrying []lookupdProducer
+		for _, p := range ps {
+			if i := slices.Index(p.Topics, topic); i >= 0 && (i >= len(p.Tombstones) || !p.Tombstones[i]) {
+				carrying = append(carrying, p)
+			}
+		}
+		return carrying
+	}))
 	seen := make(map[string]bool)
 	var out []*Producer
 	for _, l := range lists {
@@ -324,9 +404,11 @@ func (info *nsqdInfo) apply(p *Producer) {
 
 // topicNames is the part of nsqd's /stats that lists its topics.
 type topicNames struct {
-	Topics []struct {
-		Name string `json:"topic_name"`
-	} `json:"topics"`
+	Topics []topicName `json:"topics"`
+}
+
+type topicName struct {
+	Name string `json:"topic_name"`
 }
 
 // nsqdProducer builds a Producer from a node's /info and topic list. addr
@@ -351,24 +433,57 @@ func nsqdProducer(addr string, info nsqdInfo, names topicNames) *Producer {
 	return p
 }
 
+// unansweredProducer is a node that did not answer the view, as its latest
+// answers show it; the view's later steps do not ask it again.
+func unansweredProducer(addr string, info nsqdInfo, names topicNames) *Producer {
+	p := nsqdProducer(addr, info, names)
+	p.unanswered = true
+	return p
+}
+
+// polledNames are the topics the latest poll found on the node at addr.
+func (c *cluster) polledNames(addr string) topicNames {
+	topics, _, _ := c.polled.get(addr)
+	var names topicNames
+	for _, t := range topics {
+		names.Topics = append(names.Topics, topicName{t.TopicName})
+	}
+	return names
+}
+
+// getInfo fetches the /info of the nsqd at addr and keeps it as its latest.
+func (c *cluster) getInfo(ctx context.Context, addr string) (nsqdInfo, error) {
+	var info nsqdInfo
+	if err := c.get(ctx, "nsqd", addr, "/info", &info); err != nil {
+		return info, err
+	}
+	c.infos.put(addr, info, time.Now())
+	return info, nil
+}
+
 // nsqdProducers asks each configured nsqd about itself (--nsqd-http-address
 // mode, where there is no nsqlookupd to ask). Its topic list costs a whole
 // /stats, so it is fetched only when withTopics.
 func (c *cluster) nsqdProducers(ctx context.Context, nsqds []string, withTopics bool) ([]*Producer, []NodeError) {
 	out, errs := fanOut(ctx, c.limit, nsqds, func(ctx context.Context, addr string) (*Producer, error) {
-		var info nsqdInfo
-		if err := c.get(ctx, "nsqd", addr, "/info", &info); err != nil {
+		info, err := c.getInfo(ctx, addr)
+		if err != nil {
 			return nil, err
 		}
 		var names topicNames
-		if !withTopics {
-			return nsqdProducer(addr, info, names), nil
-		}
-		if err := c.get(ctx, "nsqd", addr, "/stats?format=json&include_clients=false", &names); err != nil {
-			return nil, err
+		if withTopics {
+			if err := c.get(ctx, "nsqd", addr, "/stats?format=json&include_clients=false", &names); err != nil {
+				return nil, err
+			}
 		}
 		return nsqdProducer(addr, info, names), nil
-	})
+	}, fillFrom(c, &c.infos, func(addr string, info nsqdInfo, _ time.Time) *Producer {
+		var names topicNames
+		if withTopics {
+			names = c.polledNames(addr)
+		}
+		return unansweredProducer(addr, info, names)
+	}))
 	markOutOfDate(out)
 	sortProducers(out)
 	return out, errs
@@ -376,51 +491,57 @@ func (c *cluster) nsqdProducers(ctx context.Context, nsqds []string, withTopics 
 
 // nsqdTopicProducers lists the configured nsqd nodes that carry topic.
 func (c *cluster) nsqdTopicProducers(ctx context.Context, topic string, nsqds []string) ([]*Producer, []NodeError) {
+	carries := func(names topicNames) bool {
+		return slices.ContainsFunc(names.Topics, func(t topicName) bool { return t.Name == topic })
+	}
 	found, errs := fanOut(ctx, c.limit, nsqds, func(ctx context.Context, addr string) (*Producer, error) {
 		var names topicNames
 		if err := c.get(ctx, "nsqd", addr, "/stats?format=json&include_clients=false&topic="+url.QueryEscape(topic), &names); err != nil {
 			return nil, err
 		}
-		if !slices.ContainsFunc(names.Topics, func(t struct {
-			Name string `json:"topic_name"`
-		}) bool {
-			return t.Name == topic
-		}) {
+		if !carries(names) {
 			return nil, nil
 		}
-		var info nsqdInfo
-		if err := c.get(ctx, "nsqd", addr, "/info", &info); err != nil {
+		info, err := c.getInfo(ctx, addr)
+		if err != nil {
 			return nil, err
 		}
 		return nsqdProducer(addr, info, names), nil
-	})
+	}, fillFrom(c, &c.polled, func(addr string, _ []*TopicStats, _ time.Time) *Producer {
+		if !carries(c.polledNames(addr)) {
+			return nil
+		}
+		info, _, _ := c.infos.get(addr)
+		return unansweredProducer(addr, info, topicNames{[]topicName{{topic}}})
+	}))
 	out := slices.DeleteFunc(found, func(p *Producer) bool { return p == nil })
 	sortProducers(out)
 	return out, errs
 }
 
 // nodeInfos fills in each producer's memory-limit, topology and drain
-// state from its /info. A node that does not answer keeps none and is
-// reported.
+// state from its /info. A node that does not answer keeps its latest
+// /info, if it ever answered one, and is reported.
 func (c *cluster) nodeInfos(ctx context.Context, producers []*Producer) []NodeError {
 	type answer struct {
 		addr string
 		info nsqdInfo
 	}
-	var missing []*Producer // an nsqd-address cluster's nodes have it already
+	// An nsqd-address cluster's nodes have it already, and one that did
+	// not answer this view has its latest.
+	var missing []*Producer
 	for _, p := range producers {
-		if p.MemoryLimits == nil {
+		if p.MemoryLimits == nil && !p.unanswered {
 			missing = append(missing, p)
 		}
 	}
-	answers, errs := fanOut(ctx, c.limit, httpAddrs(missing), func(ctx context.Context, addr string) (answer, error) {
-		var info nsqdInfo
-		err := c.get(ctx, "nsqd", addr, "/info", &info)
+	got, errs := fanOut(ctx, c.limit, httpAddrs(missing), func(ctx context.Context, addr string) (answer, error) {
+		info, err := c.getInfo(ctx, addr)
 		return answer{addr, info}, err
-	})
-	byAddr := make(map[string]*nsqdInfo, len(answers))
-	for i := range answers {
-		byAddr[answers[i].addr] = &answers[i].info
+	}, fillFrom(c, &c.infos, func(addr string, info nsqdInfo, _ time.Time) answer { return answer{addr, info} }))
+	byAddr := make(map[string]*nsqdInfo, len(got))
+	for i := range got {
+		byAddr[got[i].addr] = &got[i].info
 	}
 	for _, p := range missing {
 		if info, ok := byAddr[p.HTTPAddress()]; ok {
@@ -451,9 +572,21 @@ func (q statsQuery) path() string {
 }
 
 // nodeStats fetches the stats of every producer and returns one TopicStats
-// per node and topic, with node, hostname and memory depths filled in.
+// per node and topic, with node, hostname and memory depths filled in. A
+// node that does not answer is shown as the latest poll saw it.
 func (c *cluster) nodeStats(ctx context.Context, producers []*Producer, q statsQuery) ([]*TopicStats, []NodeError) {
-	lists, errs := fanOut(ctx, c.limit, httpAddrs(producers), func(ctx context.Context, addr string) ([]*TopicStats, error) {
+	fill := fillFrom(c, &c.polled, func(_ string, topics []*TopicStats, at time.Time) []*TopicStats {
+		return polledCopy(topics, q, at)
+	})
+	var asked, unanswered []*Producer
+	for _, p := range producers {
+		if p.unanswered {
+			unanswered = append(unanswered, p)
+		} else {
+			asked = append(asked, p)
+		}
+	}
+	lists, errs := fanOut(ctx, c.limit, httpAddrs(asked), func(ctx context.Context, addr string) ([]*TopicStats, error) {
 		var r struct {
 			Topics []*TopicStats `json:"topics"`
 		}
@@ -468,9 +601,11 @@ func (c *cluster) nodeStats(ctx context.Context, producers []*Producer, q statsQ
 			}
 			t.Node, t.Hostname = addr, hostname
 			t.MemoryDepth = t.Depth - t.BackendDepth
+			t.Policy = t.Policy.orNone()
 			for _, ch := range t.Channels {
 				ch.Node, ch.Hostname, ch.TopicName = addr, hostname, t.TopicName
 				ch.MemoryDepth = ch.Depth - ch.BackendDepth
+				ch.Policy = ch.Policy.orNone()
 				if q.channel != "" && ch.ChannelName != q.channel {
 					continue
 				}
@@ -483,7 +618,13 @@ func (c *cluster) nodeStats(ctx context.Context, producers []*Producer, q statsQ
 			topics = append(topics, t)
 		}
 		return topics, nil
-	})
+	}, fill)
+	// The step that found these silent has reported them already.
+	for _, p := range unanswered {
+		if topics, _, ok := fill(p.HTTPAddress()); ok {
+			lists = append(lists, topics)
+		}
+	}
 	var out []*TopicStats
 	for _, l := range lists {
 		out = append(out, l...)
@@ -491,11 +632,34 @@ func (c *cluster) nodeStats(ctx context.Context, producers []*Producer, q statsQ
 	return out, errs
 }
 
+// remember keeps, for views to show in the place of a node that does not
+// answer them, the stats of every node that answered a poll started at
+// start (perNode is that poll's), and forgets the daemons that are no
+// longer in the cluster.
+func (c *cluster) remember(start time.Time, producers []*Producer, perNode []*TopicStats, errs []NodeError, lookupds []string) {
+	byNode := make(map[string][]*TopicStats)
+	for _, t := range perNode {
+		if t.asOf.IsZero() { // not a copy shown for a node that did not answer
+			byNode[t.Node] = append(byNode[t.Node], t)
+		}
+	}
+	addrs := httpAddrs(producers)
+	for i, p := range producers {
+		failed := slices.ContainsFunc(errs, func(e NodeError) bool { return e.Addr == addrs[i] })
+		if !failed && !p.unanswered {
+			c.polled.put(addrs[i], byNode[addrs[i]], start)
+		}
+	}
+	c.polled.keep(addrs)
+	c.infos.keep(addrs)
+	c.lookups.keep(lookupds)
+}
+
 // postLookupds sends POST path to every nsqlookupd.
 func (c *cluster) postLookupds(ctx context.Context, lookupds []string, path string) []NodeError {
 	_, errs := fanOut(ctx, c.limit, lookupds, func(ctx context.Context, addr string) (struct{}, error) {
 		return struct{}{}, c.post(ctx, "nsqlookupd", addr, path)
-	})
+	}, nil)
 	return errs
 }
 
@@ -503,7 +667,7 @@ func (c *cluster) postLookupds(ctx context.Context, lookupds []string, path stri
 func (c *cluster) postProducers(ctx context.Context, producers []*Producer, path string) []NodeError {
 	_, errs := fanOut(ctx, c.limit, httpAddrs(producers), func(ctx context.Context, addr string) (struct{}, error) {
 		return struct{}{}, c.post(ctx, "nsqd", addr, path)
-	})
+	}, nil)
 	return errs
 }
 

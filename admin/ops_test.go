@@ -169,7 +169,10 @@ func TestQueuePolicies(t *testing.T) {
 }
 
 // TestOlderNodesLeaveNewPartsOut: nodes without policies and peek (NSQ's
-// own nsqd) give pages without those parts, never an error page.
+// own nsqd, whose /stats has no policy object and no policy counters, as
+// a newer nsqd's may not for a queue without a policy) give pages that
+// say "no policy" and leave the rest out, never an error page; a policy
+// saved there is refused with a message.
 func TestOlderNodesLeaveNewPartsOut(t *testing.T) {
 	fc := newFakeCluster(t, 2, 1, 1, 1)
 	_, base := startAdmin(t, func(o *Options) { o.NSQLookupdHTTPAddresses = []string{fc.lookupd.Listener.Addr().String()} })
@@ -178,22 +181,54 @@ func TestOlderNodesLeaveNewPartsOut(t *testing.T) {
 		if code != http.StatusOK {
 			t.Errorf("%s = %d, want 200", path, code)
 		}
-		wantNotIn(t, path, body, "Queue policy", "Edit the queue policy", "did not answer", "draining", "Deliveries by consumer distance")
+		if path != "/nodes" {
+			wantIn(t, path, body, `<p class="policy-values">no policy</p>`)
+		}
+		wantNotIn(t, path, body, "max_msgs <strong>", "Dropped by a cap", "differs between nodes", "did not answer", "draining", "Deliveries by consumer distance")
 	}
-	_, body := get(t, base+"/topics/topic000/ch0000?peek=inflight")
+	form := url.Values{"action": {"policy"}, "max_msgs": {"10"}, "was_max_msgs": {"0"}}
+	code, _, body := postForm(t, base+"/topics/topic000", form)
+	if code != http.StatusNotFound || !strings.Contains(body, "no node of topic topic000 has queue policies") {
+		t.Errorf("a policy saved on nodes without policies = %d, want 404 saying so: %.300s", code, body)
+	}
+	for i, n := range fc.nodes {
+		if posts := policyPosts(n); len(posts) != 1 || posts[0].Body != `{"max_msgs":10}` {
+			t.Errorf("node %d received %+v, want the one policy change it answered 404", i, posts)
+		}
+	}
+	_, body = get(t, base+"/topics/topic000/ch0000?peek=inflight")
 	wantIn(t, "the peek of old nodes", body, "No node that carries it can be peeked at")
 
 	// A node whose peek fails (not a 404) is a badge on the page.
 	fc.nodes[1].answer("/channel/peek", http.StatusInternalServerError, `{"message":"INTERNAL_ERROR"}`)
-	code, body := get(t, base+"/topics/topic000/ch0000?peek=ready")
+	code, body = get(t, base+"/topics/topic000/ch0000?peek=ready")
 	wantIn(t, "a failed peek", body, "1 daemon did not answer", "127.0.0.1:"+itoa(fc.nodes[1].httpPort)+" down")
 	if code != http.StatusOK {
 		t.Errorf("a failed peek = %d, want the page", code)
 	}
 	for _, r := range fc.nodes[0].requestsReceived() {
-		if r.Method != http.MethodGet || !strings.Contains(r.URI, "/peek?") {
+		if (r.Method != http.MethodGet || !strings.Contains(r.URI, "/peek?")) && !strings.Contains(r.URI, "/policy?") {
 			t.Errorf("node 0 received %+v; pages may only peek", r)
 		}
+	}
+}
+
+// TestNoPolicyShownAsSuch: a queue whose policy changes nothing (every
+// field off, as this project's nsqd reports a queue without one) and one
+// whose node leaves the policy out say "no policy", alike, and the API
+// answer leaves the policy out too.
+func TestNoPolicyShownAsSuch(t *testing.T) {
+	fc := newFakeCluster(t, 2, 1, 1, 0)
+	off := channelPolicy(0)
+	off["max_msgs"], off["dead_letter_topic"] = 0, ""
+	fc.nodes[0].setStats(opsStats(t, topicPolicy(0), off, 0, 0), nil)
+	_, base := startAdmin(t, func(o *Options) { o.NSQLookupdHTTPAddresses = []string{fc.lookupd.Listener.Addr().String()} })
+	for _, path := range []string{"/topics/topic000", "/topics/topic000/ch0000"} {
+		_, body := get(t, base+path)
+		wantIn(t, path, body, `<p class="policy-values">no policy</p>`, `id="policy-max_msgs" name="max_msgs" value="0"`)
+		wantNotIn(t, path, body, "max_msgs <strong>", "overflow <strong>", "differs between nodes")
+		_, body = get(t, base+"/api"+path)
+		wantNotIn(t, "/api"+path, body, `"policy"`)
 	}
 }
 
@@ -271,5 +306,5 @@ func TestTopology(t *testing.T) {
 	wantIn(t, "the node page", body, "<dt>Region / zone</dt><dd>eu-west-1 / eu-west-1a</dd>")
 	_, body = get(t, base+"/topics/topic000/ch0000")
 	wantIn(t, "the channel page", body, "eu-west-1 / eu-west-1b", "zone-local <strong>12</strong> · region-local <strong>6</strong> · global <strong>2</strong>")
-	wantNotIn(t, "the channel page", body, "Queue policy")
+	wantIn(t, "the channel page", body, `<p class="policy-values">no policy</p>`)
 }

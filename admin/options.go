@@ -72,6 +72,12 @@ type Options struct {
 	MaxClientRows int `flag:"max-client-rows"`
 	// RefreshInterval is how often an open page refetches its tables.
 	RefreshInterval time.Duration `flag:"refresh-interval"`
+	// PageDeadline is how long a page or a GET /api answer waits for the
+	// daemons; one that has not answered by then (or has failed) is shown
+	// as it last answered, or as not answering. 0 is NSQ's nsqadmin: wait
+	// as long as HTTPClientRequestTimeout lets a request run, and leave a
+	// daemon that failed out.
+	PageDeadline time.Duration `flag:"page-deadline"`
 }
 
 // NewOptions returns NSQ v1.3.0's nsqadmin defaults.
@@ -95,6 +101,7 @@ func NewOptions() *Options {
 		StatsHistory:             time.Hour,
 		MaxClientRows:            100,
 		RefreshInterval:          5 * time.Second,
+		PageDeadline:             time.Second,
 	}
 }
 
@@ -136,6 +143,9 @@ func (o *Options) validate() error {
 	}
 	if o.RefreshInterval < 100*time.Millisecond {
 		return errors.New("--refresh-interval must be at least 100ms")
+	}
+	if o.PageDeadline < 0 {
+		return errors.New("--page-deadline must not be negative")
 	}
 	if o.MaxClientRows < 1 {
 		return errors.New("--max-client-rows must be at least 1")

@@ -43,6 +43,9 @@ func newPages(devStaticDir string) (*pages, error) {
 		"latency": formatLatency,
 		"chart":   func(v *view, topic, channel string) chart { return chart{v, topic, channel} },
 		"policyForm": func(url string, p *Policy, varies bool, fields []policyField) policyForm {
+			if p == nil && !varies {
+				p = &offPolicy
+			}
 			return policyForm{url, p, varies, fields}
 		},
 		"queueActions": func(kind, url, name string, paused bool) queueActions {
@@ -234,18 +237,15 @@ func (a *Admin) topicsPage(w http.ResponseWriter, req *http.Request) {
 }
 
 func (a *Admin) topicPage(w http.ResponseWriter, req *http.Request, topic string) {
+	peeked := a.peekSection(req, topic, "")
 	ts, errs, err := a.topicStats(req.Context(), topic)
+	peek, perrs := peeked()
 	if err != nil {
 		a.renderErr(w, req, err, errs)
 		return
 	}
-	nodes := make([]peekNode, len(ts.NodeStats))
-	for i, n := range ts.NodeStats {
-		nodes[i] = peekNode{n.Node, n.Hostname}
-	}
-	peek, perrs := a.peekSection(req, nodes, topic, "")
 	v := a.newView(req, "Topic "+topic, "topics")
-	v.Errors = append(errs, perrs...)
+	v.Errors = joinErrs(errs, perrs)
 	v.Data = struct {
 		Topic        *TopicStats
 		Graphs       []graph
@@ -287,7 +287,9 @@ func pageClients(clients []*ClientStats, page, size int, self *url.URL) clientPa
 }
 
 func (a *Admin) channelPage(w http.ResponseWriter, req *http.Request, topic, channel string) {
+	peeked := a.peekSection(req, topic, channel)
 	cs, errs, err := a.channelStats(req.Context(), topic, channel)
+	peek, perrs := peeked()
 	if err != nil {
 		a.renderErr(w, req, err, errs)
 		return
@@ -297,13 +299,8 @@ func (a *Admin) channelPage(w http.ResponseWriter, req *http.Request, topic, cha
 		return
 	}
 	page, _ := strconv.Atoi(req.URL.Query().Get("page"))
-	nodes := make([]peekNode, len(cs.NodeStats))
-	for i, n := range cs.NodeStats {
-		nodes[i] = peekNode{n.Node, n.Hostname}
-	}
-	peek, perrs := a.peekSection(req, nodes, topic, channel)
 	v := a.newView(req, "Channel "+topic+"/"+channel, "topics")
-	v.Errors = append(errs, perrs...)
+	v.Errors = joinErrs(errs, perrs)
 	v.Data = struct {
 		Channel      *ChannelStats
 		Clients      clientPage
@@ -322,16 +319,16 @@ func (a *Admin) nodesPage(w http.ResponseWriter, req *http.Request) {
 		a.renderErr(w, req, err, errs)
 		return
 	}
-	errs = append(errs, a.cluster.nodeInfos(req.Context(), nodes)...)
-	down := make(map[string]bool)
-	for _, e := range errs {
-		down[e.Addr] = true
+	errs = joinErrs(errs, a.cluster.nodeInfos(req.Context(), nodes))
+	down := make(map[string]*NodeError)
+	for i := range errs {
+		down[errs[i].Addr] = &errs[i]
 	}
 	v := a.newView(req, "Nodes", "nodes")
 	v.Errors = errs
 	v.Data = struct {
 		Nodes []*Producer
-		Down  map[string]bool
+		Down  map[string]*NodeError
 	}{nodes, down}
 	a.render(w, http.StatusOK, "nodes", v)
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -106,12 +107,10 @@ type peekView struct {
 	Nodes []NodePeek
 }
 
-// peekNode is a node that carries the queue to peek at.
-type peekNode struct{ addr, hostname string }
-
-// peek asks every node for the head of topic's backlog (channel "") or of
-// one queue of channel.
-func (a *Admin) peek(ctx context.Context, nodes []peekNode, topic, channel, from string) ([]NodePeek, []NodeError) {
+// peek asks every node of nodes for the head of topic's backlog (channel
+// "") or of one queue of channel. A node that did not answer the view's
+// listing is not asked.
+func (a *Admin) peek(ctx context.Context, nodes []*Producer, topic, channel, from string) ([]NodePeek, []NodeError) {
 	path := "/topic/peek?topic=" + url.QueryEscape(topic)
 	if channel != "" {
 		path = "/channel/peek?topic=" + url.QueryEscape(topic) + "&channel=" + url.QueryEscape(channel)
@@ -120,29 +119,20 @@ func (a *Admin) peek(ctx context.Context, nodes []peekNode, topic, channel, from
 		}
 	}
 	path += "&n=" + strconv.Itoa(peekCount)
-	addrs := make([]string, len(nodes))
-	for i, n := range nodes {
-		addrs[i] = n.addr
-	}
-	found, errs := fanOut(ctx, a.cluster.limit, addrs, func(ctx context.Context, addr string) (*NodePeek, error) {
+	nodes = slices.DeleteFunc(slices.Clone(nodes), func(p *Producer) bool { return p.unanswered })
+	found, errs := fanOut(ctx, a.cluster.limit, httpAddrs(nodes), func(ctx context.Context, addr string) (*NodePeek, error) {
 		var np NodePeek
 		if err := a.cluster.get(ctx, "nsqd", addr, path, &np); err != nil {
 			return nil, notFound(err) // no peek on this node: left out
 		}
-		np.Node = addr
+		np.Node, np.Hostname = addr, hostnameOf(nodes, addr)
 		return &np, nil
-	})
+	}, nil)
 	var out []NodePeek
 	for _, np := range found {
-		if np == nil {
-			continue
+		if np != nil {
+			out = append(out, *np)
 		}
-		for _, n := range nodes {
-			if n.addr == np.Node {
-				np.Hostname = n.hostname
-			}
-		}
-		out = append(out, *np)
 	}
 	return out, errs
 }
@@ -161,14 +151,31 @@ func peekFrom(q url.Values, channel bool) string {
 	return "ready"
 }
 
-// peekSection gathers the peek view a page asked for with ?peek=, or nil.
-func (a *Admin) peekSection(req *http.Request, nodes []peekNode, topic, channel string) (*peekView, []NodeError) {
+// peekSection starts gathering the peek view a page asked for with ?peek=
+// alongside the page's stats, so that a node slow to answer one does not
+// leave the other no time before the page's deadline; wait returns it (nil
+// when the page asked for none).
+func (a *Admin) peekSection(req *http.Request, topic, channel string) (wait func() (*peekView, []NodeError)) {
 	from := peekFrom(req.URL.Query(), channel != "")
 	if from == "" {
-		return nil, nil
+		return func() (*peekView, []NodeError) { return nil, nil }
 	}
 	pv := &peekView{From: from}
 	var errs []NodeError
-	pv.Nodes, errs = a.peek(req.Context(), nodes, topic, channel, from)
-	return pv, errs
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var nodes []*Producer
+		var err error
+		if nodes, errs, err = a.topicProducers(req.Context(), topic); err != nil {
+			return
+		}
+		var perrs []NodeError
+		pv.Nodes, perrs = a.peek(req.Context(), nodes, topic, channel, from)
+		errs = joinErrs(errs, perrs)
+	}()
+	return func() (*peekView, []NodeError) {
+		<-done
+		return pv, errs
+	}
 }

@@ -7,15 +7,19 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/nsqgo/nsq/internal/httpapi"
 )
 
 // Policy is a topic's or channel's queue policy as nsqd's /stats and
-// /topic/policy, /channel/policy show it (issue 12). An nsqd without
-// policies (NSQ's own, or older) leaves it out of /stats.
+// /topic/policy, /channel/policy show it. A queue without one has a nil
+// Policy: an nsqd without policies (NSQ's own, or older) leaves it out of
+// /stats, as may a newer one for a queue with none set, and this
+// project's shows one with every field off.
 type Policy struct {
 	MaxMsgs         int64  `json:"max_msgs"`
 	MaxBytes        int64  `json:"max_bytes"`
@@ -24,6 +28,23 @@ type Policy struct {
 	MaxAttempts     int64  `json:"max_attempts,omitempty"`
 	DeadLetterTopic string `json:"dead_letter_topic,omitempty"`
 }
+
+// orNone is p, or nil when p changes nothing (nsqd's own rule: no cap, no
+// age limit, no delivery limit), so that such a queue shows "no policy".
+func (p *Policy) orNone() *Policy {
+	if p == nil || (p.MaxMsgs == 0 && p.MaxBytes == 0 && p.MaxAttempts == 0 && zeroDuration(p.MaxAge)) {
+		return nil
+	}
+	return p
+}
+
+func zeroDuration(s string) bool {
+	d, err := time.ParseDuration(s)
+	return s == "" || (err == nil && d == 0)
+}
+
+// offPolicy is what the policy form starts from for a queue with none.
+var offPolicy = Policy{Overflow: "drop_oldest", MaxAge: "0s"}
 
 // mergePolicy folds one node's policy into the total's: the total has a
 // policy only while every node so far reports the same one; once they
@@ -108,7 +129,7 @@ func policyChange(form url.Values, channel bool) (map[string]any, error) {
 // setPolicy POSTs change to the policy endpoint of every node in nodes. A
 // node that refuses the policy (400 INVALID_POLICY) makes the whole
 // action an error carrying nsqd's message; a node without policies (404)
-// is skipped.
+// is skipped, and when every node is one, nothing could take the change.
 func (a *Admin) setPolicy(ctx context.Context, nodes []string, topic, channel string, change map[string]any) ([]NodeError, error) {
 	body, err := json.Marshal(change)
 	if err != nil {
@@ -118,21 +139,34 @@ func (a *Admin) setPolicy(ctx context.Context, nodes []string, topic, channel st
 	if channel != "" {
 		path = "/channel/policy?topic=" + url.QueryEscape(topic) + "&channel=" + url.QueryEscape(channel)
 	}
-	_, errs := fanOut(ctx, a.cluster.limit, nodes, func(ctx context.Context, addr string) (struct{}, error) {
-		return struct{}{}, notFound(a.cluster.send(ctx, "nsqd", http.MethodPost, addr, path, body))
-	})
+	took, errs := fanOut(ctx, a.cluster.limit, nodes, func(ctx context.Context, addr string) (bool, error) {
+		err := a.cluster.send(ctx, "nsqd", http.MethodPost, addr, path, body)
+		if err != nil && notFound(err) == nil {
+			return false, nil // a node without queue policies
+		}
+		return true, err
+	}, nil)
 	for _, e := range errs {
 		var se *statusError
 		if errors.As(e.Err, &se) && se.code == http.StatusBadRequest {
 			return errs, httpapi.Err{Code: http.StatusBadRequest, Text: fmt.Sprintf("%s: %s", e.Addr, se.message())}
 		}
 	}
+	if len(errs) == 0 && !slices.Contains(took, true) {
+		return nil, errNoPolicies(topic, channel)
+	}
 	return errs, nil
 }
 
+// errNoPolicies is the answer to a policy change no node can take.
+func errNoPolicies(topic, channel string) error {
+	return httpapi.Err{Code: http.StatusNotFound, Text: "no node of " + queueName(topic, channel) + " has queue policies"}
+}
+
 // editPolicy applies the policy form of a topic or channel page to every
-// node that carries it and reports policies; it returns how many fields
-// changed.
+// node that carries the queue (with or without a policy: /stats cannot
+// tell a node without policies from one whose queue has none); it returns
+// how many fields changed.
 func (a *Admin) editPolicy(req *http.Request, topic, channel string) (int, []NodeError, error) {
 	change, err := policyChange(req.PostForm, channel != "")
 	if err != nil || len(change) == 0 {
@@ -147,9 +181,7 @@ func (a *Admin) editPolicy(req *http.Request, topic, channel string) (int, []Nod
 		}
 		errs = terrs
 		for _, n := range ts.NodeStats {
-			if n.Policy != nil {
-				nodes = append(nodes, n.Node)
-			}
+			nodes = append(nodes, n.Node)
 		}
 	} else {
 		cs, cerrs, err := a.channelStats(req.Context(), topic, channel)
@@ -159,16 +191,14 @@ func (a *Admin) editPolicy(req *http.Request, topic, channel string) (int, []Nod
 		errs = cerrs
 		if cs != nil {
 			for _, n := range cs.NodeStats {
-				if n.Policy != nil {
-					nodes = append(nodes, n.Node)
-				}
+				nodes = append(nodes, n.Node)
 			}
 		}
 	}
 	if len(nodes) == 0 {
-		return 0, errs, httpapi.Err{Code: http.StatusNotFound, Text: "no node of " + queueName(topic, channel) + " has queue policies"}
+		return 0, errs, errNoPolicies(topic, channel)
 	}
 	serrs, err := a.setPolicy(req.Context(), nodes, topic, channel, change)
 	a.invalidate()
-	return len(change), append(errs, serrs...), err
+	return len(change), joinErrs(errs, serrs), err
 }

@@ -28,6 +28,11 @@ type Producer struct {
 	TopologyZone   string          `json:"topology_zone,omitempty"`
 	Draining       bool            `json:"draining,omitempty"`
 	DrainRemaining *DrainRemaining `json:"drain_remaining,omitempty"`
+
+	// unanswered marks a node that did not answer the view that listed it,
+	// built from its latest answers: the view's later steps do not ask it
+	// again.
+	unanswered bool
 }
 
 // DrainRemaining is what a draining nsqd still holds (its /info).

@@ -8,12 +8,19 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"time"
 )
 
 // The functions here gather one view of the cluster each; the JSON API and
 // the HTML pages both use them, so a page shows exactly what its /api
 // counterpart answers. Each returns the daemons that did not answer; a
-// view is an error (errUpstream) only when none did.
+// view is an error (errUpstream) only when none did and nothing they
+// answered before can stand in for them.
+//
+// A page or GET /api answer waits for the daemons until --page-deadline
+// (the context's deadline, set by withDeadline); the fan-out (fanOut)
+// shows a daemon that has not answered by then as it last answered, when
+// it ever did.
 
 func (a *Admin) lookupds() []string { return a.opts.Load().NSQLookupdHTTPAddresses }
 func (a *Admin) nsqds() []string    { return a.opts.Load().NSQDHTTPAddresses }
@@ -29,8 +36,22 @@ func (a *Admin) upstream(n int, errs []NodeError, what string) error {
 	return nil
 }
 
+// listingContext bounds listing the cluster's nodes, which every later
+// step of a view waits for, to half of what is left before ctx's deadline,
+// so that a daemon that does not answer the listing leaves the later steps
+// the other half.
+func listingContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		return ctx, func() {}
+	}
+	return context.WithDeadline(ctx, time.Now().Add(time.Until(deadline)/2))
+}
+
 // topicNames lists every topic in the cluster.
 func (a *Admin) topicNames(ctx context.Context) ([]string, []NodeError, error) {
+	ctx, cancel := listingContext(ctx)
+	defer cancel()
 	if l := a.lookupds(); len(l) > 0 {
 		topics, errs := a.cluster.lookupdTopics(ctx, l)
 		return topics, errs, a.upstream(len(l), errs, "topics")
@@ -56,6 +77,8 @@ func (a *Admin) producers(ctx context.Context) ([]*Producer, []NodeError, error)
 // cluster's nodes come without their topic lists (for callers that fetch
 // the nodes' stats anyway).
 func (a *Admin) nodes(ctx context.Context, withTopics bool) ([]*Producer, []NodeError, error) {
+	ctx, cancel := listingContext(ctx)
+	defer cancel()
 	if l := a.lookupds(); len(l) > 0 {
 		ps, errs := a.cluster.lookupdProducers(ctx, l)
 		return ps, errs, a.upstream(len(l), errs, "nodes")
@@ -67,6 +90,8 @@ func (a *Admin) nodes(ctx context.Context, withTopics bool) ([]*Producer, []Node
 
 // topicProducers lists the nsqd nodes that carry topic.
 func (a *Admin) topicProducers(ctx context.Context, topic string) ([]*Producer, []NodeError, error) {
+	ctx, cancel := listingContext(ctx)
+	defer cancel()
 	if l := a.lookupds(); len(l) > 0 {
 		ps, errs := a.cluster.lookupdTopicProducers(ctx, topic, l)
 		return ps, errs, a.upstream(len(l), errs, "topic producers")
@@ -79,7 +104,7 @@ func (a *Admin) topicProducers(ctx context.Context, topic string) ([]*Producer, 
 // statsOf fetches q's stats from producers and adds the failures to errs.
 func (a *Admin) statsOf(ctx context.Context, producers []*Producer, q statsQuery, errs []NodeError) ([]*TopicStats, []NodeError, error) {
 	perNode, serrs := a.cluster.nodeStats(ctx, producers, q)
-	return perNode, append(errs, serrs...), a.upstream(len(producers), serrs, "stats")
+	return perNode, joinErrs(errs, serrs), a.upstream(len(producers), serrs, "stats")
 }
 
 // topicStats is one topic summed over its nodes (with channels, without
@@ -134,19 +159,6 @@ func (a *Admin) channelStats(ctx context.Context, topic, channel string) (*Chann
 	return total, errs, nil
 }
 
-// allStats is every topic of every node, summed per topic (no clients).
-func (a *Admin) allStats(ctx context.Context) ([]*TopicStats, []*Producer, []NodeError, error) {
-	ps, errs, err := a.nodes(ctx, false)
-	if err != nil {
-		return nil, nil, errs, err
-	}
-	perNode, errs, err := a.statsOf(ctx, ps, statsQuery{}, errs)
-	if err != nil {
-		return nil, ps, errs, err
-	}
-	return aggregateTopics(perNode), ps, errs, nil
-}
-
 // nodeView is one nsqd node and its topics.
 type nodeView struct {
 	Producer      *Producer
@@ -159,20 +171,16 @@ var errNodeNotFound = fmt.Errorf("node not found")
 
 // node gathers one node's topics, channels and clients.
 func (a *Admin) node(ctx context.Context, name string) (*nodeView, []NodeError, error) {
-	ps, errs, err := a.producers(ctx)
+	p, errs, err := a.findNode(ctx, name)
 	if err != nil {
 		return nil, errs, err
 	}
-	i := slices.IndexFunc(ps, func(p *Producer) bool { return p.HTTPAddress() == name })
-	if i < 0 {
-		return nil, errs, errNodeNotFound
-	}
-	p := ps[i]
 	topics, serrs := a.cluster.nodeStats(ctx, []*Producer{p}, statsQuery{clients: true})
-	if len(serrs) > 0 {
-		return nil, append(errs, serrs...), fmt.Errorf("%w: %s", errUpstream, serrs[0].Error())
+	errs = joinErrs(errs, serrs)
+	if len(serrs) > 0 && serrs[0].AsOf.IsZero() {
+		return nil, errs, fmt.Errorf("%w: %s", errUpstream, serrs[0].Error())
 	}
-	errs = append(errs, a.cluster.nodeInfos(ctx, []*Producer{p})...)
+	errs = joinErrs(errs, a.cluster.nodeInfos(ctx, []*Producer{p}))
 	v := &nodeView{Producer: p, Topics: topics}
 	for _, t := range topics {
 		slices.SortFunc(t.Channels, func(a, b *ChannelStats) int { return cmp.Compare(a.ChannelName, b.ChannelName) })
@@ -183,6 +191,34 @@ func (a *Admin) node(ctx context.Context, name string) (*nodeView, []NodeError, 
 	}
 	slices.SortFunc(v.Topics, func(a, b *TopicStats) int { return cmp.Compare(a.TopicName, b.TopicName) })
 	return v, errs, nil
+}
+
+// findNode is the nsqd node called name (its HTTP address). An
+// nsqd-address cluster asks that node alone, so the others cannot delay
+// its page.
+func (a *Admin) findNode(ctx context.Context, name string) (*Producer, []NodeError, error) {
+	var ps []*Producer
+	var errs []NodeError
+	var err error
+	if n := a.nsqds(); len(n) > 0 {
+		if !slices.Contains(n, name) {
+			return nil, nil, errNodeNotFound
+		}
+		ctx, cancel := listingContext(ctx)
+		defer cancel()
+		ps, errs = a.cluster.nsqdProducers(ctx, []string{name}, true)
+		err = a.upstream(1, errs, "node")
+	} else {
+		ps, errs, err = a.producers(ctx)
+	}
+	if err != nil {
+		return nil, errs, err
+	}
+	i := slices.IndexFunc(ps, func(p *Producer) bool { return p.HTTPAddress() == name })
+	if i < 0 {
+		return nil, errs, errNodeNotFound
+	}
+	return ps[i], errs, nil
 }
 
 // counterStats is NSQ's /api/counter row: messages of one channel on one node.
@@ -233,23 +269,30 @@ func (a *Admin) inactiveTopics(ctx context.Context) (map[string][]string, []Node
 		return out, errs, err
 	}
 	type inactive struct {
-		topic    string
+		topic    string // "" when the topic has producers
 		channels []string
+		errs     []NodeError
 	}
-	found, ferrs := fanOut(ctx, a.cluster.limit, topics, func(ctx context.Context, topic string) (*inactive, error) {
-		ps, errs := a.cluster.lookupdTopicProducers(ctx, topic, l)
-		if len(ps) > 0 || allFailed(len(l), errs) {
-			return nil, nil
+	found, unchecked := fanOut(ctx, a.cluster.limit, topics, func(ctx context.Context, topic string) (inactive, error) {
+		ps, perrs := a.cluster.lookupdTopicProducers(ctx, topic, l)
+		if len(ps) > 0 || allFailed(len(l), perrs) {
+			return inactive{errs: perrs}, nil
 		}
-		channels, _ := a.cluster.lookupdChannels(ctx, topic, l)
-		return &inactive{topic, channels}, nil
-	})
+		channels, cerrs := a.cluster.lookupdChannels(ctx, topic, l)
+		return inactive{topic, channels, joinErrs(perrs, cerrs)}, nil
+	}, nil)
 	for _, f := range found {
-		if f != nil {
+		if f.topic != "" {
 			out[f.topic] = f.channels
 		}
+		errs = joinErrs(errs, f.errs)
 	}
-	return out, append(errs, ferrs...), nil
+	if len(unchecked) > 0 { // the deadline came first: the nsqlookupds were not asked about them
+		for _, addr := range l {
+			errs = joinErrs(errs, []NodeError{{Addr: addr, Err: fmt.Errorf("%d topics not looked up: %w", len(unchecked), unchecked[0].Err)}})
+		}
+	}
+	return out, errs, nil
 }
 
 // The actions below change the cluster; each reports the daemons that
@@ -266,7 +309,7 @@ func (a *Admin) topicAction(ctx context.Context, verb, topic, channel string) ([
 	if channel != "" {
 		path = "/channel/" + verb + "?topic=" + url.QueryEscape(topic) + "&channel=" + url.QueryEscape(channel)
 	}
-	return append(errs, a.cluster.postProducers(ctx, ps, path)...), nil
+	return joinErrs(errs, a.cluster.postProducers(ctx, ps, path)), nil
 }
 
 // deleteTopic removes topic (channel "") or one of its channels from every
@@ -328,7 +371,7 @@ func (a *Admin) drainNode(req *http.Request, node string) ([]NodeError, error) {
 		if notFound(err) == nil {
 			return errs, errNoDrain
 		}
-		return errs, fmt.Errorf("%w: %w", errUpstream, NodeError{node, err})
+		return errs, fmt.Errorf("%w: %w", errUpstream, NodeError{Addr: node, Err: err})
 	}
 	a.invalidate()
 	a.notifier.notify("drain_producer", "", "", node, req)

@@ -114,7 +114,8 @@ func TestScale100Nodes1000Channels(t *testing.T) {
 }
 
 // TestDeadAndSlowNodesAreBadges registers a node that refuses connections
-// and one that never answers: every page still renders, naming both.
+// and one that never answers: every page still renders, naming both, one
+// "down", the other "not answering".
 func TestDeadAndSlowNodesAreBadges(t *testing.T) {
 	fc := newFakeCluster(t, 3, 2, 3, 1)
 	dead := fc.addDead(t)
@@ -129,9 +130,9 @@ func TestDeadAndSlowNodesAreBadges(t *testing.T) {
 		if code != http.StatusOK {
 			t.Fatalf("GET %s = %d with a dead and a slow node: %.300s", p, code, body)
 		}
-		for _, addr := range []string{dead, slow} {
-			if !strings.Contains(body, addr+" down") {
-				t.Errorf("GET %s: no badge for %s", p, addr)
+		for _, badge := range []string{dead + " down", slow + " not answering"} {
+			if !strings.Contains(body, badge) {
+				t.Errorf("GET %s: no badge %q", p, badge)
 			}
 		}
 		if !strings.Contains(body, "2 daemons did not answer") {
@@ -175,4 +176,31 @@ func BenchmarkPages(b *testing.B) {
 			}
 		})
 	}
+}
+
+// TestDeadNodeShownAsPolled: a node that answered a poll and then died is
+// a "down" badge on the topic page with its figures from that poll, marked
+// with their age, in the totals; with --page-deadline=0 (NSQ's way) it is
+// left out.
+func TestDeadNodeShownAsPolled(t *testing.T) {
+	fc := newFakeCluster(t, 2, 1, 1, 0)
+	lookupd := fc.lookupd.Listener.Addr().String()
+	shown, shownBase := startAdmin(t, func(o *Options) { o.NSQLookupdHTTPAddresses = []string{lookupd} })
+	left, leftBase := startAdmin(t, func(o *Options) {
+		o.NSQLookupdHTTPAddresses = []string{lookupd}
+		o.PageDeadline = 0
+	})
+	waitFirstPoll(t, shown)
+	waitFirstPoll(t, left)
+	dead := fc.nodes[1].srv.Listener.Addr().String()
+	fc.nodes[1].srv.Close()
+
+	_, body := get(t, shownBase+"/topics/topic000")
+	wantIn(t, "the topic page", body, dead+" down, shown as of ", `its figures from the poll made then">as of `, "20 messages")
+	_, body = get(t, shownBase+"/api/topics/topic000")
+	wantIn(t, "the topic's API answer", body, `"message_count":20,`, "(shown as of ")
+
+	_, body = get(t, leftBase+"/topics/topic000")
+	wantIn(t, "the topic page without stand-ins", body, dead+" down</span>", "10 messages")
+	wantNotIn(t, "the topic page without stand-ins", body, "shown as of")
 }

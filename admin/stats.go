@@ -38,6 +38,9 @@ type TopicStats struct {
 	Replication *Replication `json:"replication,omitempty"`
 
 	channelIndex map[string]*ChannelStats // Channels by name, while summing
+	// asOf, on one node's stats, is set when the node did not answer and
+	// these are its stats from the poll made then.
+	asOf time.Time
 	// replicaCopy marks one node's stats of a replicated topic that another
 	// node's stand for: every node lists the same messages, so only one
 	// node's are summed (markReplicaCopies).
@@ -104,6 +107,39 @@ type ChannelStats struct {
 	GlobalMsgCount      int64 `json:"global_msg_count,omitempty"`
 
 	E2eProcessingLatency *LatencyAggregate `json:"e2e_processing_latency"`
+
+	asOf time.Time // as TopicStats.asOf
+}
+
+// AnswerAge is, for one node's stats shown from an earlier poll because
+// the node did not answer, how old they are; "" for a live answer.
+func (t *TopicStats) AnswerAge() string { return ageOf(t.asOf) }
+
+// AnswerAge is as TopicStats.AnswerAge.
+func (c *ChannelStats) AnswerAge() string { return ageOf(c.asOf) }
+
+// polledCopy is one node's topics from the poll made at at, narrowed to q
+// (without clients, which a poll does not fetch), as copies a view may
+// change and marked with their age: the poll's own are shared.
+func polledCopy(topics []*TopicStats, q statsQuery, at time.Time) []*TopicStats {
+	var out []*TopicStats
+	for _, t := range topics {
+		if q.topic != "" && t.TopicName != q.topic {
+			continue
+		}
+		c := *t
+		c.asOf, c.replicaCopy, c.NodeStats, c.channelIndex, c.Channels = at, false, nil, nil, nil
+		for _, ch := range t.Channels {
+			if q.channel != "" && ch.ChannelName != q.channel {
+				continue
+			}
+			cc := *ch
+			cc.asOf = at
+			c.Channels = append(c.Channels, &cc)
+		}
+		out = append(out, &c)
+	}
+	return out
 }
 
 // ClientStats is one consumer connection.

@@ -52,5 +52,6 @@ func newFlagSet(opts *admin.Options) *flag.FlagSet {
 	fs.Duration("stats-history", opts.StatsHistory, "how far back the graphs reach (kept in memory)")
 	fs.Int("max-client-rows", opts.MaxClientRows, "client rows per page on a channel page")
 	fs.Duration("refresh-interval", opts.RefreshInterval, "how often an open page refetches its tables")
+	fs.Duration("page-deadline", opts.PageDeadline, "longest a page or API answer waits for the daemons; one that has not answered by then (or failed) is shown as of its latest answer, with its age, or as not answering (0 = as NSQ: wait up to --http-client-request-timeout and leave a failed one out)")
 	return fs
 }

@@ -9,6 +9,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -91,4 +92,22 @@ func (pn *policyNode) received() []string {
 	pn.mu.Lock()
 	defer pn.mu.Unlock()
 	return append([]string(nil), pn.posts...)
+}
+
+// TestNoPolicyRealNSQD: a topic and channel of this repository's nsqd with
+// no policy set say "no policy" (whether nsqd reports an all-off policy or
+// none), not a row of zeros, and the API answers leave the policy out.
+func TestNoPolicyRealNSQD(t *testing.T) {
+	c := startCluster(t)
+	makeTopic(t, c, "orders", "billing", 2)
+	base := startAdmin(t, c, nil)
+	for _, path := range []string{"/topics/orders", "/topics/orders/billing"} {
+		code, body := do(t, http.MethodGet, base+path, nil)
+		if code != http.StatusOK || !strings.Contains(body, `<p class="policy-values">no policy</p>`) || strings.Contains(body, "max_msgs <strong>") {
+			t.Errorf("GET %s = %d, want 200 saying no policy: %.3000s", path, code, body)
+		}
+		if code, body := do(t, http.MethodGet, base+"/api"+path, nil); code != http.StatusOK || strings.Contains(body, `"policy"`) {
+			t.Errorf("GET /api%s = %d %.300s, want 200 without a policy", path, code, body)
+		}
+	}
 }

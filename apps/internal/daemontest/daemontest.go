@@ -5,8 +5,14 @@
 package daemontest
 
 import (
+	"bufio"
 	"io"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/nsqgo/nsq/internal/logging"
 	"github.com/nsqgo/nsq/internal/testutil"
@@ -39,3 +45,78 @@ func StartLookupd(t *testing.T) (tcpAddr, httpAddr string) {
 	testutil.Serve(t, l, err)
 	return l.TCPAddr().String(), l.HTTPAddr().String()
 }
+
+// Process is an nsqd run as a process of its own (StartNSQDProcess), for
+// tests that signal it: SIGSTOP leaves a node that accepts connections
+// (the kernel does) and never answers.
+type Process struct {
+	Cmd               *exec.Cmd
+	TCPAddr, HTTPAddr string
+}
+
+// StartNSQDProcess builds this repository's nsqd and runs it on ephemeral
+// loopback ports, registering with the given nsqlookupd TCP addresses. It
+// returns once nsqd listens; when the test ends it is sent SIGCONT (in case
+// the test stopped it) and SIGTERM, and waited for.
+func StartNSQDProcess(t *testing.T, lookupdTCP ...string) *Process {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "nsqd")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/nsqgo/nsq/apps/nsqd").CombinedOutput(); err != nil {
+		t.Fatalf("go build nsqd: %v\n%s", err, out)
+	}
+	args := []string{"--tcp-address=127.0.0.1:0", "--http-address=127.0.0.1:0", "--broadcast-address=127.0.0.1",
+		"--data-path=" + t.TempDir(), "--log-level=info"}
+	for _, l := range lookupdTCP {
+		args = append(args, "--lookupd-tcp-address="+l)
+	}
+	cmd := exec.Command(bin, args...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	listening := make(chan *Process, 1)
+	go func() {
+		listenRE := regexp.MustCompile(`(TCP|HTTP): listening on ([0-9.]+:[0-9]+)`)
+		p := &Process{Cmd: cmd}
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() { // until nsqd exits, so that its log never blocks it
+			if m := listenRE.FindStringSubmatch(sc.Text()); m != nil {
+				if m[1] == "TCP" {
+					p.TCPAddr = m[2]
+				} else {
+					p.HTTPAddr = m[2]
+				}
+				if p.TCPAddr != "" && p.HTTPAddr != "" {
+					listening <- p
+				}
+			}
+		}
+		exited <- cmd.Wait()
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGCONT)
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(testutil.ShutdownTimeout):
+			_ = cmd.Process.Kill()
+			t.Errorf("nsqd process did not exit within %s of SIGTERM", testutil.ShutdownTimeout)
+		}
+	})
+	select {
+	case p := <-listening:
+		return p
+	case err := <-exited:
+		t.Fatalf("nsqd process exited before listening: %v", err)
+	case <-time.After(startTimeout):
+		t.Fatalf("nsqd process logged no listening addresses within %s", startTimeout)
+	}
+	return nil
+}
+
+// startTimeout bounds a process's start (a cold build included).
+const startTimeout = 2 * time.Minute

@@ -20,6 +20,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/nsqgo/nsq/internal/statsdoc"
 )
 
 // NodeError is a daemon that did not answer (or answered badly) while a
@@ -588,24 +590,21 @@ func (c *cluster) nodeStats(ctx context.Context, producers []*Producer, q statsQ
 	}
 	lists, errs := fanOut(ctx, c.limit, httpAddrs(asked), func(ctx context.Context, addr string) ([]*TopicStats, error) {
 		var r struct {
-			Topics []*TopicStats `json:"topics"`
+			Topics []statsdoc.Topic `json:"topics"`
 		}
 		if err := c.get(ctx, "nsqd", addr, q.path(), &r); err != nil {
 			return nil, err
 		}
 		hostname := hostnameOf(producers, addr)
-		topics := r.Topics[:0]
-		for _, t := range r.Topics {
-			if q.topic != "" && t.TopicName != q.topic {
+		var topics []*TopicStats
+		for i := range r.Topics {
+			if q.topic != "" && r.Topics[i].TopicName != q.topic {
 				continue
 			}
+			t := topicFromDoc(&r.Topics[i])
 			t.Node, t.Hostname = addr, hostname
-			t.MemoryDepth = t.Depth - t.BackendDepth
-			t.Policy = t.Policy.orNone()
 			for _, ch := range t.Channels {
-				ch.Node, ch.Hostname, ch.TopicName = addr, hostname, t.TopicName
-				ch.MemoryDepth = ch.Depth - ch.BackendDepth
-				ch.Policy = ch.Policy.orNone()
+				ch.Node, ch.Hostname = addr, hostname
 				if q.channel != "" && ch.ChannelName != q.channel {
 					continue
 				}

@@ -1,10 +1,13 @@
 package admin
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nsqgo/nsq/internal/quantile"
 )
 
 func topicSample(name string, messages, depth int64, channels ...string) *TopicStats {
@@ -86,16 +89,18 @@ func TestHistorySeriesCap(t *testing.T) {
 // TestLatencyAggregate merges two nodes' percentiles: min, max and the
 // count-weighted average per quantile.
 func TestLatencyAggregate(t *testing.T) {
-	var a, b LatencyAggregate
-	if err := a.UnmarshalJSON([]byte(`{"count":1,"percentiles":[{"quantile":0.99,"value":100}]}`)); err != nil {
-		t.Fatal(err)
+	node := func(doc string) *LatencyAggregate {
+		var r quantile.Result
+		if err := json.Unmarshal([]byte(doc), &r); err != nil {
+			t.Fatal(err)
+		}
+		return latencyFromDoc(&r)
 	}
-	if err := b.UnmarshalJSON([]byte(`{"count":3,"percentiles":[{"quantile":0.99,"value":200},{"quantile":0.5,"value":50}]}`)); err != nil {
-		t.Fatal(err)
-	}
+	a := node(`{"count":1,"percentiles":[{"quantile":0.99,"value":100}]}`)
+	b := node(`{"count":3,"percentiles":[{"quantile":0.99,"value":200},{"quantile":0.5,"value":50}]}`)
 	total := &LatencyAggregate{}
-	total.add(&a)
-	total.add(&b)
+	total.add(a)
+	total.add(b)
 	total.add(nil)
 	if total.Count != 4 || total.Addr != "*" || len(total.Percentiles) != 2 {
 		t.Fatalf("aggregate = %+v", total)

@@ -2,15 +2,18 @@ package admin
 
 import (
 	"cmp"
-	"encoding/json"
 	"math"
 	"slices"
 	"time"
+
+	"github.com/nsqgo/nsq/internal/quantile"
+	"github.com/nsqgo/nsq/internal/statsdoc"
 )
 
 // The types below carry NSQ v1.3.0 nsqadmin's JSON keys, so scripts written
-// against its /api answers read ours unchanged. They are filled from nsqd's
-// /stats?format=json, whose keys they share, then aggregated across nodes.
+// against its /api answers read ours unchanged. They are made from nsqd's
+// /stats?format=json document (statsdoc, its one definition) by
+// topicFromDoc, then aggregated across nodes.
 
 // TopicStats is one topic on one node, or (Node "*") summed over nodes.
 type TopicStats struct {
@@ -184,27 +187,6 @@ type LatencyAggregate struct {
 	Addr        string               `json:"host"`
 }
 
-// UnmarshalJSON reads nsqd's form ({quantile, value} per percentile) into
-// the aggregate's form.
-func (e *LatencyAggregate) UnmarshalJSON(b []byte) error {
-	var raw struct {
-		Count       int                  `json:"count"`
-		Percentiles []map[string]float64 `json:"percentiles"`
-		Topic       string               `json:"topic"`
-		Channel     string               `json:"channel"`
-		Addr        string               `json:"host"`
-	}
-	if err := json.Unmarshal(b, &raw); err != nil {
-		return err
-	}
-	for _, p := range raw.Percentiles {
-		p["min"], p["max"], p["average"] = p["value"], p["value"], p["value"]
-		p["count"] = float64(raw.Count)
-	}
-	*e = LatencyAggregate(raw)
-	return nil
-}
-
 // add merges o into e.
 func (e *LatencyAggregate) add(o *LatencyAggregate) {
 	e.Addr = "*"
@@ -352,19 +334,9 @@ func aggregateTopics(perNode []*TopicStats) []*TopicStats {
 }
 
 // MemoryLimits is this project's nsqd memory-limit state (/info and
-// /stats memory_limits); nil for a daemon that does not report it.
-type MemoryLimits struct {
-	State            string `json:"state"`
-	Source           string `json:"limit_source"`
-	HardLimit        uint64 `json:"hard_limit_bytes"`
-	SoftLimit        uint64 `json:"soft_limit_bytes"`
-	Usage            uint64 `json:"usage_bytes"`
-	QueueBytes       int64  `json:"memory_queue_bytes"`
-	InFlightBytes    int64  `json:"in_flight_bytes"`
-	MaxQueueBytes    int64  `json:"max_memory_queue_bytes"`
-	DeferredBytes    int64  `json:"deferred_bytes"`
-	MaxDeferredBytes int64  `json:"max_deferred_bytes"`
-}
+// /stats memory_limits), as nsqd defines it; nil for a node that does not
+// report one (NSQ's own nsqd).
+type MemoryLimits struct{ statsdoc.MemoryLimits }
 
 // UsagePercent is Usage as a share of the soft limit, for the page's meter.
 func (m *MemoryLimits) UsagePercent() float64 {
@@ -372,4 +344,119 @@ func (m *MemoryLimits) UsagePercent() float64 {
 		return 0
 	}
 	return 100 * float64(m.Usage) / float64(m.SoftLimit)
+}
+
+// topicFromDoc is one node's topic, from its /stats document.
+func topicFromDoc(d *statsdoc.Topic) *TopicStats {
+	t := &TopicStats{
+		TopicName:            d.TopicName,
+		Depth:                d.Depth,
+		MemoryDepth:          d.Depth - d.BackendDepth,
+		BackendDepth:         d.BackendDepth,
+		MessageCount:         int64(d.MessageCount),
+		Paused:               d.Paused,
+		Policy:               policyFromDoc(topicPolicyOf(d.Policy)),
+		DroppedCount:         int64(d.DroppedCount),
+		ExpiredCount:         int64(d.ExpiredCount),
+		E2eProcessingLatency: latencyFromDoc(d.E2eProcessingLatency),
+	}
+	if r := d.Replication; r != nil {
+		t.Replication = &Replication{Replicas: r.Replicas, Role: r.Role, Leader: r.Leader, Committed: r.Committed}
+	}
+	for i := range d.Channels {
+		t.Channels = append(t.Channels, channelFromDoc(d.TopicName, &d.Channels[i]))
+	}
+	return t
+}
+
+func channelFromDoc(topic string, d *statsdoc.Channel) *ChannelStats {
+	c := &ChannelStats{
+		TopicName:            topic,
+		ChannelName:          d.ChannelName,
+		Depth:                d.Depth,
+		MemoryDepth:          d.Depth - d.BackendDepth,
+		BackendDepth:         d.BackendDepth,
+		InFlightCount:        int64(d.InFlightCount),
+		DeferredCount:        int64(d.DeferredCount),
+		RequeueCount:         int64(d.RequeueCount),
+		TimeoutCount:         int64(d.TimeoutCount),
+		MessageCount:         int64(d.MessageCount),
+		ClientCount:          d.ClientCount,
+		Paused:               d.Paused,
+		Policy:               policyFromDoc(d.Policy),
+		DroppedCount:         int64(d.DroppedCount),
+		ExpiredCount:         int64(d.ExpiredCount),
+		DeadLetterCount:      int64(d.DeadLetterCount),
+		ZoneLocalMsgCount:    int64(d.ZoneLocalMsgCount),
+		RegionLocalMsgCount:  int64(d.RegionLocalMsgCount),
+		GlobalMsgCount:       int64(d.GlobalMsgCount),
+		E2eProcessingLatency: latencyFromDoc(d.E2eProcessingLatency),
+	}
+	for i := range d.Clients {
+		c.Clients = append(c.Clients, clientFromDoc(&d.Clients[i]))
+	}
+	return c
+}
+
+func clientFromDoc(d *statsdoc.Client) *ClientStats {
+	return &ClientStats{
+		RemoteAddress:                 d.RemoteAddress,
+		Version:                       d.Version,
+		ClientID:                      d.ClientID,
+		Hostname:                      d.Hostname,
+		UserAgent:                     d.UserAgent,
+		ConnectTs:                     d.ConnectTime,
+		InFlightCount:                 int(d.InFlightCount),
+		ReadyCount:                    int(d.ReadyCount),
+		FinishCount:                   int64(d.FinishCount),
+		RequeueCount:                  int64(d.RequeueCount),
+		MessageCount:                  int64(d.MessageCount),
+		SampleRate:                    d.SampleRate,
+		Deflate:                       d.Deflate,
+		Snappy:                        d.Snappy,
+		Authed:                        d.Authed,
+		AuthIdentity:                  d.AuthIdentity,
+		AuthIdentityURL:               d.AuthIdentityURL,
+		TopologyRegion:                d.TopologyRegion,
+		TopologyZone:                  d.TopologyZone,
+		TLS:                           d.TLS,
+		CipherSuite:                   d.CipherSuite,
+		TLSVersion:                    d.TLSVersion,
+		TLSNegotiatedProtocol:         d.TLSNegotiatedProtocol,
+		TLSNegotiatedProtocolIsMutual: d.TLSNegotiatedProtocolIsMutual,
+	}
+}
+
+// topicPolicyOf is a topic's policy in the channel form policyFromDoc takes.
+func topicPolicyOf(p *statsdoc.TopicPolicy) *statsdoc.ChannelPolicy {
+	if p == nil {
+		return nil
+	}
+	return &statsdoc.ChannelPolicy{TopicPolicy: *p}
+}
+
+// policyFromDoc is a queue's policy as the pages show it: nil ("no
+// policy") when it has none or it changes nothing.
+func policyFromDoc(p *statsdoc.ChannelPolicy) *Policy {
+	if p == nil {
+		return nil
+	}
+	return (&Policy{MaxMsgs: p.MaxMsgs, MaxBytes: p.MaxBytes, Overflow: p.Overflow, MaxAge: p.MaxAge,
+		MaxAttempts: p.MaxAttempts, DeadLetterTopic: p.DeadLetterTopic}).orNone()
+}
+
+// latencyFromDoc is one node's latency in the aggregate's form: each
+// percentile's value is its min, max and average, weighted by the count.
+func latencyFromDoc(r *quantile.Result) *LatencyAggregate {
+	if r == nil {
+		return nil
+	}
+	a := &LatencyAggregate{Count: r.Count}
+	for _, p := range r.Percentiles {
+		a.Percentiles = append(a.Percentiles, map[string]float64{
+			"quantile": p["quantile"], "value": p["value"],
+			"min": p["value"], "max": p["value"], "average": p["value"], "count": float64(r.Count),
+		})
+	}
+	return a
 }

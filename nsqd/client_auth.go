@@ -127,8 +127,8 @@ func (c *client) checkAuth(cmd, topic, channel string) error {
 	return nil
 }
 
-// setAuth fills the auth fields of a client's /stats entry.
-func (s *ClientStats) setAuth(st *auth.State) {
+// setAuthStats fills the auth fields of a client's /stats entry.
+func setAuthStats(s *ClientStats, st *auth.State) {
 	if st == nil {
 		return
 	}

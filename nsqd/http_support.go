@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nsqgo/nsq/internal/quantile"
+	"github.com/nsqgo/nsq/internal/statsdoc"
 	"github.com/nsqgo/nsq/internal/version"
 )
 
@@ -38,17 +39,7 @@ func nsqLogLevel(l slog.Level) int {
 }
 
 // memStats is the "memory" object of /stats.
-type memStats struct {
-	HeapObjects       uint64 `json:"heap_objects"`
-	HeapIdleBytes     uint64 `json:"heap_idle_bytes"`
-	HeapInUseBytes    uint64 `json:"heap_in_use_bytes"`
-	HeapReleasedBytes uint64 `json:"heap_released_bytes"`
-	GCPauseUsec100    uint64 `json:"gc_pause_usec_100"`
-	GCPauseUsec99     uint64 `json:"gc_pause_usec_99"`
-	GCPauseUsec95     uint64 `json:"gc_pause_usec_95"`
-	NextGCBytes       uint64 `json:"next_gc_bytes"`
-	GCTotalRuns       uint32 `json:"gc_total_runs"`
-}
+type memStats = statsdoc.Memory
 
 func readMemStats() memStats {
 	var ms runtime.MemStats
@@ -116,7 +107,7 @@ func formatTextStats(health string, start time.Time, topics []TopicStats, produc
 		}
 		fmt.Fprintf(&b, "\n%s[%-15s] depth: %-5d be-depth: %-5d msgs: %-8d e2e%%: %s\n",
 			prefix, t.TopicName, t.Depth, t.BackendDepth, t.MessageCount, e2eText(t.E2eProcessingLatency))
-		if pt := t.policy.text(); pt != "" {
+		if pt := topicPolicyText(t.Policy); pt != "" {
 			fmt.Fprintf(&b, "      policy: %s  dropped: %d expired: %d\n", pt, t.DroppedCount, t.ExpiredCount)
 		}
 		for _, c := range t.Channels {
@@ -127,7 +118,7 @@ func formatTextStats(health string, start time.Time, topics []TopicStats, produc
 			fmt.Fprintf(&b, "%s[%-25s] depth: %-5d be-depth: %-5d inflt: %-4d def: %-4d re-q: %-5d timeout: %-5d msgs: %-8d e2e%%: %s\n",
 				prefix, c.ChannelName, c.Depth, c.BackendDepth, c.InFlightCount, c.DeferredCount,
 				c.RequeueCount, c.TimeoutCount, c.MessageCount, e2eText(c.E2eProcessingLatency))
-			if pt := c.policy.text(); pt != "" {
+			if pt := channelPolicyText(c.Policy); pt != "" {
 				fmt.Fprintf(&b, "         policy: %s  dropped: %d expired: %d dead-lettered: %d\n",
 					pt, c.DroppedCount, c.ExpiredCount, c.DeadLetterCount)
 			}

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/nsqgo/nsq/internal/memlimit"
+	"github.com/nsqgo/nsq/internal/statsdoc"
 )
 
 // freeOSMemoryEvery rate-limits debug.FreeOSMemory, which stops the world.
@@ -318,22 +319,7 @@ func (g *memoryGuard) maybeFreeOSMemory() {
 }
 
 // MemoryInfo is the memory section of /info and /stats.
-type MemoryInfo struct {
-	State            string `json:"state"`
-	Source           string `json:"limit_source"`
-	HardLimit        uint64 `json:"hard_limit_bytes"`
-	SoftLimit        uint64 `json:"soft_limit_bytes"`
-	Usage            uint64 `json:"usage_bytes"`
-	QueueBytes       int64  `json:"memory_queue_bytes"`
-	InFlightBytes    int64  `json:"in_flight_bytes"`
-	MaxQueueBytes    int64  `json:"max_memory_queue_bytes"`
-	DeferredBytes    int64  `json:"deferred_bytes"`
-	MaxDeferredBytes int64  `json:"max_deferred_bytes"`
-	// bodies still being received, the bytes they hold, and their budget
-	UnfinishedBodies       int64 `json:"unfinished_bodies"`
-	UnfinishedBodyBytes    int64 `json:"unfinished_body_bytes"`
-	MaxUnfinishedBodyBytes int64 `json:"max_unfinished_body_bytes"`
-}
+type MemoryInfo = statsdoc.MemoryLimits
 
 func (g *memoryGuard) info() MemoryInfo {
 	b := g.budget.Load()

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/nsqgo/nsq/internal/statsdoc"
 )
 
 // Drain mode (NSQ RFC #1302): a node about to leave refuses new messages,
@@ -91,7 +93,7 @@ func (n *NSQD) watchDrain() {
 	lastLog := time.Now()
 	for {
 		rem := n.DrainRemaining()
-		if rem.empty() && n.holdsNothing() {
+		if rem.Empty() && n.holdsNothing() {
 			n.log.Info("drained: every topic and channel is empty; stopping")
 			n.life.finish()
 			return
@@ -109,20 +111,7 @@ func (n *NSQD) watchDrain() {
 }
 
 // DrainRemaining is what a drain still has to deliver.
-type DrainRemaining struct {
-	Topics   int   `json:"topics"`
-	Channels int   `json:"channels"`
-	Depth    int64 `json:"depth"` // topics' own backlogs plus channels' queues
-	InFlight int64 `json:"in_flight"`
-	Deferred int64 `json:"deferred"`
-	// SpillingChannels have deferred messages on their way between memory
-	// and disk, which no counter shows until the move is done.
-	SpillingChannels int `json:"spilling_channels"`
-}
-
-func (r DrainRemaining) empty() bool {
-	return r.Depth == 0 && r.InFlight == 0 && r.Deferred == 0 && r.SpillingChannels == 0
-}
+type DrainRemaining = statsdoc.DrainRemaining
 
 // DrainRemaining counts what the node holds, from the same numbers /stats
 // shows.
@@ -185,10 +174,7 @@ func (ch *Channel) spillInTransit() bool {
 }
 
 // drainStatus is what /info and /stats add while draining.
-type drainStatus struct {
-	Draining  bool            `json:"draining,omitempty"`
-	Remaining *DrainRemaining `json:"drain_remaining,omitempty"`
-}
+type drainStatus = statsdoc.Drain
 
 func (n *NSQD) drainStatus() drainStatus {
 	if !n.Draining() {

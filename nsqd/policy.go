@@ -139,22 +139,6 @@ func resolvePolicy(ownTopic string, layers ...*policySettings) *queuePolicy {
 	return &p
 }
 
-// TopicPolicy is a topic's policy as the HTTP API and /stats show it.
-type TopicPolicy struct {
-	MaxMsgs  int64  `json:"max_msgs"`
-	MaxBytes int64  `json:"max_bytes"`
-	Overflow string `json:"overflow"`
-	MaxAge   string `json:"max_age"`
-}
-
-// ChannelPolicy is a channel's effective policy as the HTTP API and /stats
-// show it.
-type ChannelPolicy struct {
-	TopicPolicy
-	MaxAttempts     int64  `json:"max_attempts"`
-	DeadLetterTopic string `json:"dead_letter_topic"`
-}
-
 // topicView and channelView allocate nothing: /stats makes one per queue.
 func (p *queuePolicy) topicView() TopicPolicy {
 	if p == nil {
@@ -189,29 +173,37 @@ func (p *queuePolicy) channelView() ChannelPolicy {
 	return c
 }
 
-// text renders the settings that are not off, for /stats?format=text;
-// "" when all are off.
-func (p *queuePolicy) text() string {
+// topicPolicyText and channelPolicyText render the settings of a queue's
+// /stats policy that are not off, for /stats?format=text; "" when all are
+// off or it has none.
+func topicPolicyText(p *TopicPolicy) string {
+	if p == nil {
+		return ""
+	}
+	return channelPolicyText(&ChannelPolicy{TopicPolicy: *p})
+}
+
+func channelPolicyText(p *ChannelPolicy) string {
 	if p == nil {
 		return ""
 	}
 	var parts []string
-	if p.maxMsgs > 0 {
-		parts = append(parts, fmt.Sprintf("max_msgs=%d", p.maxMsgs))
+	if p.MaxMsgs > 0 {
+		parts = append(parts, fmt.Sprintf("max_msgs=%d", p.MaxMsgs))
 	}
-	if p.maxBytes > 0 {
-		parts = append(parts, fmt.Sprintf("max_bytes=%d", p.maxBytes))
+	if p.MaxBytes > 0 {
+		parts = append(parts, fmt.Sprintf("max_bytes=%d", p.MaxBytes))
 	}
-	if p.capped() {
-		parts = append(parts, "overflow="+p.overflow.String())
+	if p.MaxMsgs > 0 || p.MaxBytes > 0 {
+		parts = append(parts, "overflow="+p.Overflow)
 	}
-	if p.maxAge > 0 {
-		parts = append(parts, "max_age="+p.maxAge.String())
+	if p.MaxAge != "" && p.MaxAge != "0s" {
+		parts = append(parts, "max_age="+p.MaxAge)
 	}
-	if p.maxAttempts > 0 {
-		parts = append(parts, fmt.Sprintf("max_attempts=%d", p.maxAttempts))
-		if p.deadLetterTopic != "" {
-			parts = append(parts, "dead_letter_topic="+p.deadLetterTopic)
+	if p.MaxAttempts > 0 {
+		parts = append(parts, fmt.Sprintf("max_attempts=%d", p.MaxAttempts))
+		if p.DeadLetterTopic != "" {
+			parts = append(parts, "dead_letter_topic="+p.DeadLetterTopic)
 		}
 	}
 	return strings.Join(parts, " ")

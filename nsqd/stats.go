@@ -6,94 +6,19 @@ import (
 	"strings"
 
 	"github.com/nsqgo/nsq/internal/quantile"
-	"github.com/nsqgo/nsq/internal/replication"
+	"github.com/nsqgo/nsq/internal/statsdoc"
 )
 
-// TopicStats is one topic in /stats (NSQ's JSON shape).
-type TopicStats struct {
-	TopicName            string           `json:"topic_name"`
-	Channels             []ChannelStats   `json:"channels"`
-	Depth                int64            `json:"depth"`
-	BackendDepth         int64            `json:"backend_depth"`
-	MessageCount         uint64           `json:"message_count"`
-	MessageBytes         uint64           `json:"message_bytes"`
-	Paused               bool             `json:"paused"`
-	E2eProcessingLatency *quantile.Result `json:"e2e_processing_latency"`
-	// BacklogBlocked says why the topic's backlog cannot reach its channels
-	// (a channel's disk is full, say); absent while it can.
-	BacklogBlocked string `json:"backlog_blocked,omitempty"`
-	// not in NSQ, and left out when unset, so a daemon without policies
-	// answers what NSQ would: the queue policy and what it dropped
-	// (policy.go)
-	Policy       *TopicPolicy `json:"policy,omitempty"`
-	DroppedCount uint64       `json:"dropped_count,omitempty"`
-	ExpiredCount uint64       `json:"expired_count,omitempty"`
-	// not in NSQ: a replicated topic's replication (nsqd_cluster.go)
-	Replication *replication.Status `json:"replication,omitempty"`
-	policy      *queuePolicy        // for the text format
-}
-
-// ChannelStats is one channel in /stats.
-type ChannelStats struct {
-	ChannelName          string           `json:"channel_name"`
-	Depth                int64            `json:"depth"`
-	BackendDepth         int64            `json:"backend_depth"`
-	InFlightCount        int              `json:"in_flight_count"`
-	DeferredCount        int              `json:"deferred_count"`
-	MessageCount         uint64           `json:"message_count"`
-	ZoneLocalMsgCount    uint64           `json:"zone_local_msg_count,omitempty"`
-	RegionLocalMsgCount  uint64           `json:"region_local_msg_count,omitempty"`
-	GlobalMsgCount       uint64           `json:"global_msg_count,omitempty"`
-	RequeueCount         uint64           `json:"requeue_count"`
-	TimeoutCount         uint64           `json:"timeout_count"`
-	ClientCount          int              `json:"client_count"`
-	Clients              []ClientStats    `json:"clients"`
-	Paused               bool             `json:"paused"`
-	E2eProcessingLatency *quantile.Result `json:"e2e_processing_latency"`
-	// not in NSQ, and left out when unset: the effective queue policy and
-	// what it took out
-	Policy          *ChannelPolicy `json:"policy,omitempty"`
-	DroppedCount    uint64         `json:"dropped_count,omitempty"`
-	ExpiredCount    uint64         `json:"expired_count,omitempty"`
-	DeadLetterCount uint64         `json:"dead_letter_count,omitempty"`
-	policy          *queuePolicy   // for the text format
-}
-
-// PubCount is one topic a producer published to.
-type PubCount struct {
-	Topic string `json:"topic"`
-	Count uint64 `json:"count"`
-}
-
-// ClientStats is one connection in /stats.
-type ClientStats struct {
-	ClientID                      string     `json:"client_id"`
-	Hostname                      string     `json:"hostname"`
-	Version                       string     `json:"version"`
-	RemoteAddress                 string     `json:"remote_address"`
-	State                         int32      `json:"state"`
-	ReadyCount                    int64      `json:"ready_count"`
-	InFlightCount                 int64      `json:"in_flight_count"`
-	MessageCount                  uint64     `json:"message_count"`
-	FinishCount                   uint64     `json:"finish_count"`
-	RequeueCount                  uint64     `json:"requeue_count"`
-	ConnectTime                   int64      `json:"connect_ts"`
-	SampleRate                    int32      `json:"sample_rate"`
-	Deflate                       bool       `json:"deflate"`
-	Snappy                        bool       `json:"snappy"`
-	UserAgent                     string     `json:"user_agent"`
-	Authed                        bool       `json:"authed,omitempty"`
-	AuthIdentity                  string     `json:"auth_identity,omitempty"`
-	AuthIdentityURL               string     `json:"auth_identity_url,omitempty"`
-	TopologyZone                  string     `json:"topology_zone"`
-	TopologyRegion                string     `json:"topology_region"`
-	PubCounts                     []PubCount `json:"pub_counts,omitempty"`
-	TLS                           bool       `json:"tls"`
-	CipherSuite                   string     `json:"tls_cipher_suite"`
-	TLSVersion                    string     `json:"tls_version"`
-	TLSNegotiatedProtocol         string     `json:"tls_negotiated_protocol"`
-	TLSNegotiatedProtocolIsMutual bool       `json:"tls_negotiated_protocol_is_mutual"`
-}
+// The /stats document's types (internal/statsdoc), under the names this
+// package has always exported.
+type (
+	TopicStats    = statsdoc.Topic
+	ChannelStats  = statsdoc.Channel
+	ClientStats   = statsdoc.Client
+	PubCount      = statsdoc.PubCount
+	TopicPolicy   = statsdoc.TopicPolicy
+	ChannelPolicy = statsdoc.ChannelPolicy
+)
 
 // Stats snapshots c; with topic set, pub_counts only lists that topic (as
 // NSQ does for a filtered /stats).
@@ -113,8 +38,8 @@ func (c *client) Stats(topic string) ClientStats {
 		Deflate:       c.tr.compression.Load() == compressDeflate,
 	}
 	s.TopologyZone, s.TopologyRegion = id.topology.zone, id.topology.region
-	s.setTLS(c.tr.tlsState.Load())
-	s.setAuth(c.authz.get())
+	setTLSStats(&s, c.tr.tlsState.Load())
+	setAuthStats(&s, c.authz.get())
 	if sub, _, _ := c.subscription(); sub != nil {
 		s.ReadyCount, s.InFlightCount = sub.Counts()
 		s.FinishCount = sub.finished.Load()
@@ -214,7 +139,6 @@ func (ch *Channel) statsInto(s *ChannelStats, includeClients bool, topic string)
 		DroppedCount:         snap.dropped,
 		ExpiredCount:         snap.expired,
 		DeadLetterCount:      snap.deadLettered,
-		policy:               snap.policy,
 	}
 	if includeClients {
 		var subs []*Subscription
@@ -264,7 +188,6 @@ func (t *Topic) ownStats() TopicStats {
 		Policy:       snap.policy.topicStatsView(),
 		DroppedCount: snap.dropped,
 		ExpiredCount: snap.expired,
-		policy:       snap.policy,
 	}
 	if r := t.blocked.Load(); r != nil {
 		s.BacklogBlocked = *r
@@ -337,7 +260,7 @@ func (n *NSQD) statsTopics(topic, channel string) []*Topic {
 
 // replicationOf is the "replication" object of a topic's stats, nil for a
 // topic that is not replicated.
-func (n *NSQD) replicationOf(topic string) *replication.Status {
+func (n *NSQD) replicationOf(topic string) *statsdoc.Replication {
 	r := n.replicated(topic)
 	if r == nil {
 		return nil

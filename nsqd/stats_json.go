@@ -13,10 +13,10 @@ import (
 // /stats?format=json is written by hand, streamed in chunks as it is made,
 // rather than built as a tree of structs and encoded by reflection: with
 // 10,000 channels that tree was a 3 MB slice and reflection two thirds of
-// the request's CPU. The document is the one encoding/json makes of
-// statsDoc-shaped values (TopicStats, ChannelStats, ClientStats: the same
-// keys in the same order, the same values), which TestStatsJSONEncoder
-// checks field by field against the reflection encoding.
+// the request's CPU. The document is the one encoding/json makes of a
+// statsdoc.Doc (the same keys in the same order, the same values), which
+// TestStatsJSONEncoder checks byte by byte against the reflection
+// encoding.
 
 // statsHead is what /stats shows besides its topics and producers; the
 // handler reads it before the document is written.

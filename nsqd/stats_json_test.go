@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nsqgo/nsq/internal/statsdoc"
 	"github.com/nsqgo/nsq/internal/testutil"
 	"github.com/nsqgo/nsq/internal/version"
 )
@@ -25,16 +26,10 @@ func reflectStatsJSON(t *testing.T, n *NSQD, q statsQuery, head statsHead) []byt
 	if q.includeClients {
 		producers = n.producerStats(q.topic)
 	}
-	b, err := json.Marshal(struct {
-		Version      string        `json:"version"`
-		Health       string        `json:"health"`
-		StartTime    int64         `json:"start_time"`
-		Topics       []TopicStats  `json:"topics"`
-		Memory       *memStats     `json:"memory,omitempty"`
-		Producers    []ClientStats `json:"producers"`
-		MemoryLimits MemoryInfo    `json:"memory_limits"`
-		drainStatus
-	}{version.Version, head.health, head.startTime, topics, head.mem, producers, head.limits, head.drain})
+	b, err := json.Marshal(statsdoc.Doc{
+		Version: version.Version, Health: head.health, StartTime: head.startTime, Topics: topics,
+		Memory: head.mem, Producers: producers, MemoryLimits: head.limits, Drain: head.drain,
+	})
 	if err != nil {
 		t.Fatalf("reflection encoding: %v", err)
 	}

@@ -116,8 +116,8 @@ func tlsRequiredHandler(httpsPort func() int) http.Handler {
 	})
 }
 
-// tlsStats fills the TLS fields of a client's /stats entry.
-func (s *ClientStats) setTLS(st *tls.ConnectionState) {
+// setTLSStats fills the TLS fields of a client's /stats entry.
+func setTLSStats(s *ClientStats, st *tls.ConnectionState) {
 	if st == nil {
 		return
 	}

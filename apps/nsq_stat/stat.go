@@ -12,32 +12,9 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/nsqgo/nsq/internal/statsdoc"
 	"github.com/nsqgo/nsq/internal/toolutil"
 )
-
-// channelStats is the part of a /stats channel that nsq_stat shows,
-// summed over nodes.
-type channelStats struct {
-	Depth        int64 `json:"depth"`
-	BackendDepth int64 `json:"backend_depth"`
-	InFlight     int64 `json:"in_flight_count"`
-	Deferred     int64 `json:"deferred_count"`
-	MessageCount int64 `json:"message_count"`
-	RequeueCount int64 `json:"requeue_count"`
-	TimeoutCount int64 `json:"timeout_count"`
-	ClientCount  int64 `json:"client_count"`
-}
-
-func (c *channelStats) add(o channelStats) {
-	c.Depth += o.Depth
-	c.BackendDepth += o.BackendDepth
-	c.InFlight += o.InFlight
-	c.Deferred += o.Deferred
-	c.MessageCount += o.MessageCount
-	c.RequeueCount += o.RequeueCount
-	c.TimeoutCount += o.TimeoutCount
-	c.ClientCount += o.ClientCount
-}
 
 type stater struct {
 	opts   *options
@@ -50,7 +27,7 @@ const headerEvery = 25
 // loop prints a line per interval; the first poll is only the baseline
 // for the rates.
 func (s *stater) loop(ctx context.Context, w io.Writer) error {
-	var prev *channelStats
+	var prev *statsdoc.Channel
 	var prevAt time.Time
 	ticker := time.NewTicker(s.opts.interval)
 	defer ticker.Stop()
@@ -73,11 +50,11 @@ func (s *stater) loop(ctx context.Context, w io.Writer) error {
 		now := time.Now()
 		if prev != nil {
 			secs := now.Sub(prevAt).Seconds()
-			in := cur.MessageCount - prev.MessageCount
+			in := int64(cur.MessageCount) - int64(prev.MessageCount) // a node gone makes it negative
 			out := in - (cur.Depth - prev.Depth)
 			fmt.Fprintf(w, "%7d %7d | %7d %7d %7d %5d %5d | %7d %7d %12d %7d\n",
 				int64(float64(in)/secs), int64(float64(out)/secs),
-				cur.Depth, cur.Depth-cur.BackendDepth, cur.BackendDepth, cur.InFlight, cur.Deferred,
+				cur.Depth, cur.Depth-cur.BackendDepth, cur.BackendDepth, cur.InFlightCount, cur.DeferredCount,
 				cur.RequeueCount, cur.TimeoutCount, cur.MessageCount, cur.ClientCount)
 			rows++
 			if s.opts.count.set && rows == s.opts.count.value {
@@ -96,12 +73,12 @@ func (s *stater) loop(ctx context.Context, w io.Writer) error {
 
 // poll sums the channel over every node that has it. Nodes that fail to
 // answer are reported and skipped; it fails if none has the channel.
-func (s *stater) poll(ctx context.Context) (*channelStats, error) {
+func (s *stater) poll(ctx context.Context) (*statsdoc.Channel, error) {
 	nodes, err := s.nodes(ctx)
 	if err != nil {
 		return nil, err
 	}
-	var sum channelStats
+	var sum statsdoc.Channel
 	found := false
 	var errs []error
 	for _, node := range nodes {
@@ -111,7 +88,7 @@ func (s *stater) poll(ctx context.Context) (*channelStats, error) {
 			continue
 		}
 		if ok {
-			sum.add(c)
+			sum.AddCounts(&c)
 			found = true
 		}
 	}
@@ -161,30 +138,22 @@ func (s *stater) nodes(ctx context.Context) ([]string, error) {
 }
 
 // nodeChannel reads the channel from one nsqd's /stats.
-func (s *stater) nodeChannel(ctx context.Context, node string) (channelStats, bool, error) {
-	var resp struct {
-		Topics []struct {
-			Name     string `json:"topic_name"`
-			Channels []struct {
-				Name string `json:"channel_name"`
-				channelStats
-			} `json:"channels"`
-		} `json:"topics"`
-	}
+func (s *stater) nodeChannel(ctx context.Context, node string) (statsdoc.Channel, bool, error) {
+	var doc statsdoc.Doc
 	q := url.Values{"format": {"json"}, "topic": {s.opts.topic}, "channel": {s.opts.channel},
 		"include_clients": {"false"}, "include_mem": {"false"}}
-	if err := toolutil.GetJSON(ctx, s.client, toolutil.HTTPURL(node, "/stats?"+q.Encode()), &resp); err != nil {
-		return channelStats{}, false, err
+	if err := toolutil.GetJSON(ctx, s.client, toolutil.HTTPURL(node, "/stats?"+q.Encode()), &doc); err != nil {
+		return statsdoc.Channel{}, false, err
 	}
-	for _, t := range resp.Topics {
-		if t.Name != s.opts.topic {
+	for _, t := range doc.Topics {
+		if t.TopicName != s.opts.topic {
 			continue
 		}
 		for _, c := range t.Channels {
-			if c.Name == s.opts.channel {
-				return c.channelStats, true, nil
+			if c.ChannelName == s.opts.channel {
+				return c, true, nil
 			}
 		}
 	}
-	return channelStats{}, false, nil
+	return statsdoc.Channel{}, false, nil
 }

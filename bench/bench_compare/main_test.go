@@ -76,6 +76,7 @@ func TestOneTinyRoundOfEveryScenario(t *testing.T) {
 		{"fanout", "delivered msgs/s"}, {"fanout", "CPU µs/msg"}, {"fanout", "peak RSS (MB)"},
 		{"burt", "end-to-end msgs/s"}, {"burt", "CPU µs/msg"},
 		{"stats", "/stats, 20 topics × 2 channels (ms)"}, {"stats", "/stats, 1 topic × 50 channels (ms)"},
+		{"stats", "/stats, 20 topics × 2 channels, parsed as nsqadmin does (ms)"},
 		{"stats", "/stats, 20 topics × 2 channels, daemon CPU per request, idle work included (ms)"}, {"stats", "/stats, 1 topic × 50 channels, daemon CPU per request, idle work included (ms)"},
 	} {
 		check(res, want)

@@ -23,6 +23,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
+
+	"github.com/nsqgo/nsq/internal/statsdoc"
 )
 
 // Config is how a node joins its cluster.
@@ -356,12 +358,7 @@ func (n *Node) Leader() (NodeInfo, bool) {
 }
 
 // Status is what /stats says of a replicated topic.
-type Status struct {
-	Replicas  int    `json:"replicas"`
-	Role      string `json:"role"`
-	Leader    string `json:"leader"`
-	Committed uint64 `json:"committed"`
-}
+type Status = statsdoc.Replication
 
 // Status describes the topic's replication as this node sees it.
 func (n *Node) Status(topic string) Status {

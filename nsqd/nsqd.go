@@ -194,14 +194,10 @@ func (n *NSQD) Start() error {
 	b := n.guard.budget.Load()
 	n.log.Info("memory limits", "source", b.limits.Source, "hard_bytes", b.limits.Hard, "soft_bytes", b.limits.Soft,
 		"max_memory_queue_bytes", b.maxQueueBytes, "max_deferred_bytes", b.maxDeferred)
-	n.wg.Add(2)
+	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()
 		n.guard.monitor.Run(n.ctx)
-	}()
-	go func() {
-		defer n.wg.Done()
-		n.guard.followLimits(n.ctx, n.opts.MemoryMonitorInterval)
 	}()
 	// NSQ's start-up lines, word for word: test harnesses (gnsq's, for
 	// one) find the ports of an nsqd started on port 0 by reading them.

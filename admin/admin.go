@@ -113,6 +113,7 @@ func (a *Admin) Err() <-chan error { return a.errc }
 // for the background loops to end.
 func (a *Admin) Shutdown(ctx context.Context) error {
 	err := a.server.Shutdown(ctx)
+	a.logger.Info("HTTP: closing " + a.listener.Addr().String())
 	a.cancel()
 	done := make(chan struct{})
 	go func() { a.wg.Wait(); close(done) }()

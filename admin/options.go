@@ -18,8 +18,9 @@ import (
 type Options struct {
 	LogLevel  string `flag:"log-level"`  // debug, info, warn, error, fatal
 	LogPrefix string `flag:"log-prefix"` // prepended to every log line
+	LogFormat string `flag:"log-format"` // nsq, logfmt or json
 
-	// Logger, when set, is used as is and LogLevel/LogPrefix are ignored.
+	// Logger, when set, is used as is and the other Log fields are ignored.
 	Logger *slog.Logger
 
 	HTTPAddress string `flag:"http-address"`
@@ -85,6 +86,7 @@ func NewOptions() *Options {
 	return &Options{
 		LogLevel:                 "info",
 		LogPrefix:                "[nsqadmin] ",
+		LogFormat:                logging.FormatNSQ,
 		HTTPAddress:              "0.0.0.0:4171",
 		BasePath:                 "/",
 		StatsdPrefix:             "nsq.%s",
@@ -177,6 +179,6 @@ func (o *Options) logger() (*slog.Logger, *slog.LevelVar, error) {
 	if o.Logger != nil {
 		return o.Logger, lv, nil
 	}
-	l, err := logging.New(os.Stderr, o.LogPrefix, "text", lv)
+	l, err := logging.New(os.Stderr, o.LogPrefix, o.LogFormat, lv)
 	return l, lv, err
 }

@@ -165,16 +165,17 @@ func (l *LOOKUPD) Shutdown(ctx context.Context) error {
 
 	var errs []error
 	if first {
-		l.logger.Info("nsqlookupd: shutting down")
 		l.tcp.beginClose()
 		if err := l.tcpListener.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
 			errs = append(errs, fmt.Errorf("close TCP listener: %w", err))
 		}
+		l.logger.Info("TCP: closing " + l.tcpListener.Addr().String())
 		l.tcp.closeConns()
 		if started {
 			if err := l.httpServer.Shutdown(ctx); err != nil {
 				errs = append(errs, fmt.Errorf("HTTP shutdown: %w", err))
 			}
+			l.logger.Info("HTTP: closing " + l.httpListener.Addr().String())
 		} else if err := l.httpListener.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("close HTTP listener: %w", err))
 		}

@@ -14,8 +14,9 @@ import (
 type Options struct {
 	LogLevel  string `flag:"log-level"`  // debug, info, warn, error, fatal
 	LogPrefix string `flag:"log-prefix"` // prepended to every log line
+	LogFormat string `flag:"log-format"` // nsq, logfmt or json
 
-	// Logger, when set, is used as is and LogLevel/LogPrefix are ignored.
+	// Logger, when set, is used as is and the other Log fields are ignored.
 	Logger *slog.Logger
 
 	TCPAddress       string `flag:"tcp-address"`       // nsqd registrations; host:port or unix path
@@ -38,6 +39,7 @@ func NewOptions() *Options {
 	return &Options{
 		LogLevel:                "info",
 		LogPrefix:               "[nsqlookupd] ",
+		LogFormat:               logging.FormatNSQ,
 		TCPAddress:              "0.0.0.0:4160",
 		HTTPAddress:             "0.0.0.0:4161",
 		BroadcastAddress:        hostname,
@@ -57,7 +59,7 @@ func (o *Options) logger() (*slog.Logger, error) {
 	}
 	lv := new(slog.LevelVar)
 	lv.Set(level)
-	return logging.New(os.Stderr, o.LogPrefix, "text", lv)
+	return logging.New(os.Stderr, o.LogPrefix, o.LogFormat, lv)
 }
 
 // validate rejects options nsqlookupd cannot run with.

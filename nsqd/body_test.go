@@ -176,16 +176,17 @@ func TestMPUBPartOverrunsBody(t *testing.T) {
 	}
 }
 
-// TestStartupListeningLines: issue 16 item 10. The text log carries NSQ's
-// "TCP: listening on", "HTTP: listening on" and "HTTPS: listening on"
-// lines with the bound addresses, as gnsq's test harness reads them.
+// TestStartupListeningLines: issue 16 item 10. The default log carries
+// NSQ's "TCP: listening on", "HTTP: listening on" and "HTTPS: listening
+// on" lines, whole, with the bound addresses, as gnsq's test harness reads
+// them.
 func TestStartupListeningLines(t *testing.T) {
 	var out lockedBuffer
 	o := tlsOptions(t, newTestPKI(t))
-	o.LogFormat, o.LogLevel, o.LogOutput = "text", "info", &out
+	o.LogLevel, o.LogOutput = "info", &out
 	d := startDaemon(t, o)
-	// gnsq's pattern
-	re := regexp.MustCompile(`([A-Z]+): listening on ((?:[0-9]{1,3}\.){3}[0-9]{1,3}:[0-9]+)`)
+	// gnsq's pattern, in NSQ's whole line
+	re := regexp.MustCompile(`(?m)^\[nsqd\] \d{4}/\d\d/\d\d \d\d:\d\d:\d\d\.\d{6} INFO: ([A-Z]+): listening on ((?:[0-9]{1,3}\.){3}[0-9]{1,3}:[0-9]+)$`)
 	got := map[string]string{}
 	for _, m := range re.FindAllStringSubmatch(out.String(), -1) {
 		got[m[1]] = m[2]

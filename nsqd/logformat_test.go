@@ -3,6 +3,7 @@ package nsqd
 import (
 	"bytes"
 	"encoding/json"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -26,14 +27,24 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
-// TestLogFormat runs a daemon with --log-format json and text and checks
-// what it writes: one JSON object per line, or prefixed text lines.
+// nsqLine is a line in NSQ's format with the default prefix.
+var nsqLine = regexp.MustCompile(`^\[nsqd\] \d{4}/\d\d/\d\d \d\d:\d\d:\d\d\.\d{6} (DEBUG|INFO|WARNING|ERROR|FATAL): `)
+
+// TestLogFormat runs a daemon with each --log-format, and with none, and
+// checks what it writes: NSQ's lines by default, prefixed key=value lines,
+// or one JSON object per line.
 func TestLogFormat(t *testing.T) {
-	for _, format := range []string{"json", "text"} {
-		t.Run(format, func(t *testing.T) {
+	if got := NewOptions().LogFormat; got != "nsq" {
+		t.Fatalf("default --log-format %q, want nsq", got)
+	}
+	for _, format := range []string{"", "nsq", "logfmt", "json"} {
+		t.Run("format="+format, func(t *testing.T) {
 			var out lockedBuffer
 			o := testOptions(t)
-			o.LogFormat, o.LogLevel, o.LogOutput = format, "info", &out
+			o.LogLevel, o.LogOutput = "info", &out
+			if format != "" {
+				o.LogFormat = format
+			}
 			d := startDaemon(t, o)
 			if _, err := d.GetTopic("logged"); err != nil {
 				t.Fatal(err)
@@ -45,21 +56,27 @@ func TestLogFormat(t *testing.T) {
 			}
 			sawTopic := false
 			for _, line := range lines {
-				if format == "text" {
+				switch format {
+				case "", "nsq":
+					if !nsqLine.MatchString(line) {
+						t.Errorf("nsq line %q", line)
+					}
+					sawTopic = sawTopic || strings.HasSuffix(line, " INFO: topic created topic=logged")
+				case "logfmt":
 					if !strings.HasPrefix(line, "[nsqd] time=") || !strings.Contains(line, " level=") {
-						t.Errorf("text line %q", line)
+						t.Errorf("logfmt line %q", line)
 					}
 					sawTopic = sawTopic || strings.Contains(line, `msg="topic created" topic=logged`)
-					continue
+				case "json":
+					var rec map[string]any
+					if err := json.Unmarshal([]byte(line), &rec); err != nil {
+						t.Fatalf("line is not a JSON object: %q: %v", line, err)
+					}
+					if rec["time"] == nil || rec["level"] == nil || rec["msg"] == nil || rec["prefix"] != "nsqd" {
+						t.Errorf("record %v", rec)
+					}
+					sawTopic = sawTopic || (rec["msg"] == "topic created" && rec["topic"] == "logged")
 				}
-				var rec map[string]any
-				if err := json.Unmarshal([]byte(line), &rec); err != nil {
-					t.Fatalf("line is not a JSON object: %q: %v", line, err)
-				}
-				if rec["time"] == nil || rec["level"] == nil || rec["msg"] == nil || rec["prefix"] != "nsqd" {
-					t.Errorf("record %v", rec)
-				}
-				sawTopic = sawTopic || (rec["msg"] == "topic created" && rec["topic"] == "logged")
 			}
 			if !sawTopic {
 				t.Errorf("no topic-created line in %q", lines)

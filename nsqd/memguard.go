@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -24,7 +25,8 @@ var errMemoryLimit = errors.New("memory limit exceeded")
 // memoryGuard applies DESIGN.md memory rule 4: it knows the limits, keeps
 // byte budgets for the memory queues, and says whether a message may be
 // kept in memory and whether a publish may be accepted at all. The limits
-// follow the detected limit while the daemon runs (followLimits).
+// follow the detected limit while the daemon runs: it is read again before
+// every memory sample (refreshLimits).
 type memoryGuard struct {
 	budget atomic.Pointer[memBudget]
 	// monitor exists from New on, since topics and channels loaded from
@@ -43,8 +45,10 @@ type memoryGuard struct {
 	// queueBytesFlag and deferredFlag are --max-memory-queue-bytes and
 	// --max-deferred-memory: 0 derives the budget from the soft limit.
 	queueBytesFlag, deferredFlag int64
-	// follower re-detects the limits; only followLimits uses it after New.
-	follower *memlimit.Follower
+	// follower re-detects the limits; refreshMu serialises its use, and
+	// the application of what it returns, between the monitor and tests.
+	follower  *memlimit.Follower
+	refreshMu sync.Mutex
 
 	// usage reads current memory use and detect the limit; tests swap
 	// them to drive the states and fake a cgroup.
@@ -59,10 +63,6 @@ type memBudget struct {
 	maxQueueBytes int64 // --max-memory-queue-bytes, resolved
 	maxDeferred   int64 // --max-deferred-memory, resolved
 }
-
-// limitRefreshTicks is how many memory samples pass between two reads of
-// the memory limit: 5 s at the default --memory-monitor-interval.
-const limitRefreshTicks = 20
 
 // newMemoryGuard resolves the limits from the options and the machine.
 func newMemoryGuard(o *Options, log *slog.Logger) (*memoryGuard, error) {
@@ -88,6 +88,7 @@ func newMemoryGuard(o *Options, log *slog.Logger) (*memoryGuard, error) {
 			}
 		})
 	g.monitor.SetRelease(g.releaseOSMemory)
+	g.monitor.SetRefresh(g.refreshLimits)
 	// One body must always fit, or a legitimate maximum-size body could
 	// never be read.
 	g.bodies = newBodyBudget(max(int64(lim.Soft/unfinishedBodyShare), o.MaxBodySize, o.MaxMsgSize), unfinishedBodyWait)
@@ -182,18 +183,16 @@ func (g *memoryGuard) releaseOSMemory() {
 	g.log.Info("memory released to the OS after a fall in use", "usage_before_bytes", before, "usage_after_bytes", (*g.usage.Load())())
 }
 
-// followLimits re-reads the memory limit every limitRefreshTicks
-// intervals until ctx is done.
-func (g *memoryGuard) followLimits(ctx context.Context, interval time.Duration) {
-	if interval <= 0 {
-		interval = memlimit.DefaultInterval
-	}
-	g.follower.Run(ctx, interval*limitRefreshTicks, g.applyLimits)
+// refreshLimits reads the memory limit again and applies a change. The
+// monitor calls it before each sample: reading /proc/self/cgroup and the
+// cgroup's limit files takes microseconds, and a limit read late lets a
+// flood fill memory queues sized for the old limit before the kernel
+// OOM-kills the process.
+func (g *memoryGuard) refreshLimits() {
+	g.refreshMu.Lock()
+	defer g.refreshMu.Unlock()
+	g.applyLimits(g.follower.Refresh())
 }
-
-// refreshLimits reads the memory limit again now (tests, with the
-// followLimits loop idle).
-func (g *memoryGuard) refreshLimits() { g.applyLimits(g.follower.Refresh()) }
 
 // applyLimits logs a detection problem, and a change of the limits in
 // force once, and applies the change to every budget derived from them:

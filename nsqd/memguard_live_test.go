@@ -52,7 +52,7 @@ func TestMemoryLimitFollowsCgroup(t *testing.T) {
 	var logs lockedBuffer
 	o := testOptions(t)
 	o.LogLevel, o.LogOutput = "info", &logs
-	o.MemoryMonitorInterval = 5 * time.Millisecond // the limit is re-read every 100 ms
+	o.MemoryMonitorInterval = 5 * time.Millisecond // the limit is read before every sample
 	d := startDaemon(t, o)
 	usage := driveMemory(t, d)
 	usage.Store(5 * gib / 2)

@@ -21,6 +21,7 @@ import (
 	"github.com/nsqgo/nsq/internal/names"
 	"github.com/nsqgo/nsq/internal/netx"
 	"github.com/nsqgo/nsq/internal/replication"
+	"github.com/nsqgo/nsq/internal/version"
 )
 
 // NSQD is one running daemon.
@@ -111,6 +112,10 @@ func New(opts *Options) (*NSQD, error) {
 			return nil, err
 		}
 	}
+	// NSQ's first lines, word for word, as are its listening, closing and
+	// metadata-persisting lines: scripts and log pipelines read them.
+	n.log.Info(version.String("nsqd"))
+	n.log.Info(fmt.Sprintf("ID: %d", opts.ID))
 	if err := n.setupTLS(); err != nil {
 		return nil, err
 	}
@@ -173,7 +178,6 @@ func New(opts *Options) (*NSQD, error) {
 
 // Start serves the listeners in background goroutines.
 func (n *NSQD) Start() error {
-	n.log.Info("nsqd starting", "tcp", n.tcpListener.Addr().String(), "data_path", n.opts.DataPath)
 	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()
@@ -194,14 +198,10 @@ func (n *NSQD) Start() error {
 	b := n.guard.budget.Load()
 	n.log.Info("memory limits", "source", b.limits.Source, "hard_bytes", b.limits.Hard, "soft_bytes", b.limits.Soft,
 		"max_memory_queue_bytes", b.maxQueueBytes, "max_deferred_bytes", b.maxDeferred)
-	n.wg.Add(2)
+	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()
 		n.guard.monitor.Run(n.ctx)
-	}()
-	go func() {
-		defer n.wg.Done()
-		n.guard.followLimits(n.ctx, n.opts.MemoryMonitorInterval)
 	}()
 	// NSQ's start-up lines, word for word: test harnesses (gnsq's, for
 	// one) find the ports of an nsqd started on port 0 by reading them.
@@ -282,8 +282,8 @@ func (n *NSQD) Shutdown(ctx context.Context) error {
 	if !n.closed.CompareAndSwap(false, true) {
 		return nil
 	}
-	n.log.Info("nsqd shutting down")
 	_ = n.tcpListener.Close()
+	n.log.Info("TCP: closing " + n.tcpListener.Addr().String())
 	if grace := n.opts.ShutdownGrace; grace > 0 {
 		graceCtx, cancel := context.WithTimeout(ctx, grace)
 		n.awaitInFlight(graceCtx)
@@ -298,6 +298,7 @@ func (n *NSQD) Shutdown(ctx context.Context) error {
 		if err := n.httpServer.Shutdown(ctx); err != nil {
 			errs = append(errs, err)
 		}
+		n.log.Info("HTTP: closing " + n.httpListener.Addr().String())
 	}
 	if n.httpsServer == nil && n.httpsListener != nil {
 		_ = n.httpsListener.Close()
@@ -306,7 +307,9 @@ func (n *NSQD) Shutdown(ctx context.Context) error {
 		if err := n.httpsServer.Shutdown(ctx); err != nil {
 			errs = append(errs, err)
 		}
+		n.log.Info("HTTPS: closing " + n.httpsListener.Addr().String())
 	}
+	n.log.Info("NSQ: stopping subsystems")
 	n.clientsMu.Lock()
 	for _, c := range n.clients {
 		c.close()
@@ -327,6 +330,7 @@ func (n *NSQD) Shutdown(ctx context.Context) error {
 	if err := n.persistMetadata(); err != nil {
 		errs = append(errs, err)
 	}
+	n.log.Info("NSQ: closing topics")
 	n.mu.Lock()
 	for _, t := range n.topics {
 		if err := t.close(false); err != nil {
@@ -335,6 +339,7 @@ func (n *NSQD) Shutdown(ctx context.Context) error {
 	}
 	n.mu.Unlock()
 	n.dirLock.unlock()
+	n.log.Info("NSQ: bye")
 	return errors.Join(errs...)
 }
 

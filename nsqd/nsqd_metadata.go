@@ -138,7 +138,9 @@ func (n *NSQD) persistMetadata() error {
 	if err != nil {
 		return err
 	}
-	if err := atomicfile.Write(filepath.Join(n.opts.DataPath, metadataFile), b); err != nil {
+	name := filepath.Join(n.opts.DataPath, metadataFile)
+	n.log.Info("NSQ: persisting topic/channel metadata to " + name)
+	if err := atomicfile.Write(name, b); err != nil {
 		return fmt.Errorf("persist metadata: %w", err)
 	}
 	return n.persistPoliciesLocked()

@@ -10,6 +10,8 @@ import (
 	"os"
 	"slices"
 	"time"
+
+	"github.com/nsqgo/nsq/internal/logging"
 )
 
 // Options is every setting of nsqd. Its tags drive the command line
@@ -214,7 +216,7 @@ func NewOptions() *Options {
 		ID:        defaultID,
 		LogPrefix: "[nsqd] ",
 		LogLevel:  "info",
-		LogFormat: "text",
+		LogFormat: logging.FormatNSQ,
 
 		TCPAddress:       "0.0.0.0:4150",
 		HTTPAddress:      "0.0.0.0:4151",

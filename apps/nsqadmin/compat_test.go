@@ -1,49 +1,19 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
-	"time"
 
+	"github.com/nsqgo/nsq/apps/internal/daemontest"
 	"github.com/nsqgo/nsq/internal/toolutil/tooltest"
 )
-
-// referenceBin returns the folder of NSQ v1.3.0's binaries: $NSQ_REFERENCE_BIN,
-// or what the project's nsq-reference.sh builds (cached after the first
-// run). It skips the test when neither is available.
-func referenceBin(t *testing.T) string {
-	t.Helper()
-	if dir := os.Getenv("NSQ_REFERENCE_BIN"); dir != "" {
-		return dir
-	}
-	script := os.Getenv("NSQ_REFERENCE_SCRIPT")
-	if script == "" {
-		script = filepath.Join("..", "..", "..", "shared", "tools", "nsq-reference.sh")
-	}
-	if _, err := os.Stat(script); err != nil {
-		t.Skipf("NSQ v1.3.0 reference not available (no NSQ_REFERENCE_BIN, and %s: %v)", script, err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, script).Output()
-	if err != nil {
-		t.Skipf("building NSQ v1.3.0 with %s failed: %v", script, err)
-	}
-	dir := strings.TrimSpace(string(out))
-	if _, err := os.Stat(filepath.Join(dir, "nsqadmin")); err != nil {
-		t.Skipf("no nsqadmin in %s: %v", dir, err)
-	}
-	return dir
-}
 
 // startReferenceAdmin runs NSQ's own nsqadmin over the cluster.
 func startReferenceAdmin(t *testing.T, bin string, c cluster) string {
@@ -76,7 +46,7 @@ func startReferenceAdmin(t *testing.T, bin string, c cluster) string {
 // ours answers with the same status and at least the same JSON keys, of
 // the same JSON types. Keys only ours has are logged.
 func TestCompatibleWithNSQAdmin(t *testing.T) {
-	bin := referenceBin(t)
+	bin := daemontest.ReferenceBin(t, "nsqadmin")
 	c := startCluster(t)
 	makeTopic(t, c, "compat", "ch", 3)
 	if code, body := do(t, http.MethodPost, "http://"+c.lookupdHTTP+"/topic/create?topic=lonely", nil); code != 200 {

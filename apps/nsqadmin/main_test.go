@@ -31,6 +31,13 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
+// command runs the test binary as nsqadmin's main with args.
+func command(args ...string) *exec.Cmd {
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), runMainEnv+"=1")
+	return cmd
+}
+
 func writeFile(t *testing.T, body string) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "nsqadmin.cfg")
@@ -113,8 +120,7 @@ func TestRunExitCodes(t *testing.T) {
 // TestBinary runs the real main, opens a page and stops it with SIGTERM.
 func TestBinary(t *testing.T) {
 	c := startCluster(t)
-	cmd := exec.Command(os.Args[0], "--http-address=127.0.0.1:0", "--lookupd-http-address="+c.lookupdHTTP)
-	cmd.Env = append(os.Environ(), runMainEnv+"=1")
+	cmd := command("--http-address=127.0.0.1:0", "--lookupd-http-address="+c.lookupdHTTP)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"flag"
 
 	"github.com/nsqgo/nsq/admin"
+	"github.com/nsqgo/nsq/internal/logging"
 	"github.com/nsqgo/nsq/internal/toolutil"
 )
 
@@ -17,6 +18,7 @@ func newFlagSet(opts *admin.Options) *flag.FlagSet {
 
 	fs.String("log-level", opts.LogLevel, "set log verbosity: debug, info, warn, error, or fatal")
 	fs.String("log-prefix", opts.LogPrefix, "log message prefix")
+	fs.String("log-format", opts.LogFormat, logging.FormatHelp)
 	fs.Bool("verbose", false, "[deprecated] has no effect, use --log-level")
 
 	fs.String("http-address", opts.HTTPAddress, "<addr>:<port> to listen on for HTTP clients")

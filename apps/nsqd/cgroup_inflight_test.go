@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -133,46 +132,12 @@ func TestMemoryCgroupStuckConsumers(t *testing.T) {
 }
 
 // publishNumbered publishes n messages of size bytes to topic in MPUBs of
-// perBatch; each body starts with its number, big-endian.
+// perBatch; each body starts with its number, big-endian. Two publishers
+// keep the daemon's disk busy while the other batch is built and sent.
 func publishNumbered(t *testing.T, addr, topic string, n, size, perBatch int) {
 	t.Helper()
-	prod, err := nsq.NewProducer(addr, nsq.NewConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	prod.SetLogger(nil, nsq.LogLevelError)
-	defer prod.Stop()
-	// Two publishers keep the daemon's disk busy while the other batch is
-	// built and sent.
-	var wg sync.WaitGroup
-	errs := make(chan error, 2)
-	var next atomic.Int64
-	for range 2 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				start := int(next.Add(int64(perBatch))) - perBatch
-				if start >= n {
-					return
-				}
-				batch := make([][]byte, 0, perBatch)
-				for seq := start; seq < min(start+perBatch, n); seq++ {
-					body := make([]byte, size)
-					binary.BigEndian.PutUint64(body, uint64(seq))
-					batch = append(batch, body)
-				}
-				if err := prod.MultiPublish(topic, batch); err != nil {
-					errs <- fmt.Errorf("MPUB of messages %d..: %w", start, err)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
+	if f := flood(addr, topic, n, size, perBatch, 2); f.err != nil {
+		t.Fatal(f.err)
 	}
 }
 

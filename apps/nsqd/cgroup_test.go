@@ -2,8 +2,6 @@ package main
 
 import (
 	"bufio"
-	"encoding/binary"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -12,13 +10,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/nsqio/go-nsq"
 
 	"github.com/nsqgo/nsq/internal/testutil"
 )
@@ -101,6 +96,29 @@ func newMemoryCgroup(t *testing.T, limit int64) *memoryCgroup {
 	return nil
 }
 
+// watchPeakAnon samples the cgroup's anonymous memory until the function it
+// returns is called, which returns the largest sample.
+func (cg *memoryCgroup) watchPeakAnon() func() int64 {
+	var peak atomic.Int64
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			peak.Store(max(peak.Load(), cg.anon()))
+			select {
+			case <-stop:
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	}()
+	return func() int64 {
+		close(stop)
+		<-done
+		return peak.Load()
+	}
+}
+
 // cgroupCounter reads the value of key from a cgroup file of "key value"
 // lines (memory.events, memory.oom_control, memory.stat); 0 when absent.
 func cgroupCounter(path, key string) int64 {
@@ -177,12 +195,24 @@ type cgroupNSQD struct {
 // a soft limit of 50% and the extra flags, and returns once /ping answers.
 func startNSQDInCgroup(t *testing.T, cg *memoryCgroup, flags ...string) *cgroupNSQD {
 	t.Helper()
+	return startNSQD(t, cg, true, append([]string{"--mem-soft-limit=50%"}, flags...)...)
+}
+
+// startNSQD runs the nsqd binary on free loopback ports with the flags and
+// returns once /ping answers. With join it is in cg from its first
+// instruction; without, it starts outside cg, for the test to move it in.
+func startNSQD(t *testing.T, cg *memoryCgroup, join bool, flags ...string) *cgroupNSQD {
+	t.Helper()
 	bin := buildNSQD(t)
 	tcpAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	httpAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	logFile := filepath.Join(t.TempDir(), "nsqd.log")
-	script := fmt.Sprintf("echo $$ > %s && exec %s --tcp-address=%s --http-address=%s --data-path=%s --mem-soft-limit=50%% --log-level=info %s > %s 2>&1",
-		cg.procs, bin, tcpAddr, httpAddr, t.TempDir(), strings.Join(flags, " "), logFile)
+	enter := ""
+	if join {
+		enter = fmt.Sprintf("echo $$ > %s && ", cg.procs)
+	}
+	script := fmt.Sprintf("%sexec %s --tcp-address=%s --http-address=%s --data-path=%s --log-level=info %s > %s 2>&1",
+		enter, bin, tcpAddr, httpAddr, t.TempDir(), strings.Join(flags, " "), logFile)
 	cmd := exec.Command("sh", "-c", script)
 	exited := startCmd(t, cmd)
 	killAtCleanup(t, cmd, logFile)
@@ -210,128 +240,23 @@ func TestMemoryCgroupFlood(t *testing.T) {
 	)
 	cg := newMemoryCgroup(t, limit)
 	d := startNSQDInCgroup(t, cg)
-	tcpAddr, exited := d.tcp, d.exited
 
-	// The slow consumer: RDY 2500, each message finished only after hold.
-	var seen sync.Map
-	var received atomic.Int64
-	cfg := nsq.NewConfig()
-	cfg.MaxInFlight = 2500
-	consumer, err := nsq.NewConsumer("flood", "slow", cfg)
-	if err != nil {
-		t.Fatal(err)
+	consumer := newNumberedConsumer(t, d.tcp, "flood", "slow", numMsgs, 2500, hold)
+	f := flood(d.tcp, "flood", numMsgs, bodySize, perBatch, producers)
+	if f.err != nil {
+		d.fail(t, "flooding", f.err)
 	}
-	consumer.SetLogger(nil, nsq.LogLevelError)
-	consumer.AddHandler(nsq.HandlerFunc(func(m *nsq.Message) error {
-		m.DisableAutoResponse()
-		seq := binary.BigEndian.Uint64(m.Body)
-		if _, dup := seen.LoadOrStore(seq, true); !dup {
-			received.Add(1)
-		}
-		time.AfterFunc(hold, m.Finish)
-		return nil
-	}))
-	if err := consumer.ConnectToNSQD(tcpAddr); err != nil {
-		t.Fatal(err)
-	}
-	defer consumer.Stop()
-
-	// Producers: each acknowledged batch is recorded; a memory refusal is
-	// counted and the batch retried after a pause.
-	var acked, refused, acceptedAfterRefusal atomic.Int64
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	errs := make(chan error, producers)
-	for p := 0; p < producers; p++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			// A refusal is fatal and closes the connection; go-nsq v1.1.0's
-			// Producer races with itself when reused after that, so each
-			// refusal gets a fresh producer.
-			newProd := func() *nsq.Producer {
-				prod, err := nsq.NewProducer(tcpAddr, nsq.NewConfig())
-				if err != nil {
-					panic(err) // only fails on an invalid config
-				}
-				prod.SetLogger(nil, nsq.LogLevelError)
-				return prod
-			}
-			prod := newProd()
-			defer func() { prod.Stop() }()
-			for {
-				start := next.Add(perBatch) - perBatch
-				if start >= numMsgs {
-					return
-				}
-				batch := make([][]byte, 0, perBatch)
-				for s := start; s < start+perBatch && s < numMsgs; s++ {
-					b := make([]byte, bodySize)
-					binary.BigEndian.PutUint64(b, uint64(s))
-					batch = append(batch, b)
-				}
-				for attempt := 0; ; attempt++ {
-					err := prod.MultiPublish("flood", batch)
-					if err == nil {
-						acked.Add(int64(len(batch)))
-						if refused.Load() > 0 {
-							acceptedAfterRefusal.Add(1)
-						}
-						break
-					}
-					switch {
-					case strings.Contains(err.Error(), "memory limit"):
-						refused.Add(1)
-					case errors.Is(err, nsq.ErrNotConnected), errors.Is(err, nsq.ErrStopped):
-					default:
-						errs <- fmt.Errorf("publish: %w", err)
-						return
-					}
-					prod.Stop()
-					prod = newProd()
-					if attempt > 2000 {
-						errs <- errors.New("publishes refused for too long")
-						return
-					}
-					time.Sleep(20 * time.Millisecond)
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(3 * time.Minute)
-	for received.Load() < acked.Load() {
-		select {
-		case err := <-exited:
-			t.Fatalf("nsqd exited during the drain: %v (oom: %q)", err, cg.oom())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("consumed %d of %d acknowledged messages", received.Load(), acked.Load())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	d.waitDelivered(t, f, consumer, 3*time.Minute)
 	t.Logf("acknowledged %d messages (%d MB), refused %d publishes, %d accepted after the first refusal",
-		acked.Load(), acked.Load()*bodySize>>20, refused.Load(), acceptedAfterRefusal.Load())
-	if oom := cg.oom(); oom != "" {
-		t.Fatalf("the kernel OOM-killed in the cgroup: %s", oom)
-	}
-	select {
-	case err := <-exited:
-		t.Fatalf("nsqd exited: %v", err)
-	default:
-	}
-	if refused.Load() == 0 {
+		f.ackedCount.Load(), f.ackedCount.Load()*bodySize>>20, f.refused.Load(), f.acceptedAfterRefusal.Load())
+	d.checkAlive(t, "after the flood")
+	if f.refused.Load() == 0 {
 		t.Errorf("no publish was refused: usage never went over the soft limit")
 	}
-	if acceptedAfterRefusal.Load() == 0 {
+	if f.acceptedAfterRefusal.Load() == 0 {
 		t.Errorf("no publish was accepted after the first refusal")
 	}
-	sigterm(t, d.cmd, exited)
+	sigterm(t, d.cmd, d.exited)
 }
 
 // killAtCleanup kills cmd when the test ends and, if it failed, logs the

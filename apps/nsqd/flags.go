@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/nsqgo/nsq/internal/logging"
 	"github.com/nsqgo/nsq/nsqd"
 )
 
@@ -140,7 +141,7 @@ func newFlagSet(opts *nsqd.Options) *flag.FlagSet {
 
 	fs.String("log-level", opts.LogLevel, "set log verbosity: debug, info, warn, error, or fatal")
 	fs.String("log-prefix", opts.LogPrefix, "log message prefix")
-	fs.String("log-format", opts.LogFormat, "log format: text or json")
+	fs.String("log-format", opts.LogFormat, logging.FormatHelp)
 	fs.Bool("verbose", false, "[deprecated] has no effect, use --log-level")
 
 	fs.Int64("node-id", opts.ID, "unique part for message IDs, (int) in range [0,1024) (default is hash of hostname)")

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nsqgo/nsq/internal/config"
+	"github.com/nsqgo/nsq/internal/logging"
 	"github.com/nsqgo/nsq/internal/service"
 	"github.com/nsqgo/nsq/internal/version"
 	"github.com/nsqgo/nsq/nsqd"
@@ -25,12 +26,12 @@ func main() {
 	case errors.Is(err, errVersionPrinted), errors.Is(err, flag.ErrHelp):
 		return
 	case err != nil:
-		fmt.Fprintf(os.Stderr, "[nsqd] FATAL: %v\n", err)
+		logging.WriteFatal(os.Stderr, "[nsqd] ", err.Error())
 		os.Exit(2)
 	}
 	build := func() (service.Daemon, error) { return nsqd.New(opts) }
 	if err := service.Run(build, shutdownTimeout); err != nil {
-		fmt.Fprintf(os.Stderr, "[nsqd] FATAL: %v\n", err)
+		logging.WriteFatal(os.Stderr, "[nsqd] ", err.Error())
 		os.Exit(1)
 	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 
+	"github.com/nsqgo/nsq/internal/logging"
 	"github.com/nsqgo/nsq/lookupd"
 )
 
@@ -16,6 +17,7 @@ func newFlagSet(opts *lookupd.Options) *flag.FlagSet {
 
 	fs.String("log-level", opts.LogLevel, "set log verbosity: debug, info, warn, error, or fatal")
 	fs.String("log-prefix", opts.LogPrefix, "log message prefix")
+	fs.String("log-format", opts.LogFormat, logging.FormatHelp)
 	fs.Bool("verbose", false, "[deprecated] has no effect, use --log-level")
 
 	fs.String("tcp-address", opts.TCPAddress, "<addr>:<port> to listen on for TCP clients")

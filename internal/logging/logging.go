@@ -3,11 +3,13 @@ package logging
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
 	"strings"
 	"sync"
+	"time"
 )
 
 // LevelFatal is NSQ's "fatal" level; slog has none, so it sits above error.
@@ -45,26 +47,51 @@ func LevelName(l slog.Level) string {
 	return "fatal"
 }
 
-// New returns a logger writing to w in format ("text" or "json") at the level
-// held by level. In text, each line starts with prefix (NSQ's --log-prefix).
-// In json, each line must stay one JSON object for log shippers, so the
-// prefix becomes a "prefix" field instead ("[nsqd] " → "nsqd").
+// The log formats of --log-format.
+const (
+	// FormatNSQ is NSQ v1.3.0's line, the default: prefix, local time to
+	// the microsecond, level, message, then the attributes as key=value.
+	FormatNSQ = "nsq"
+	// FormatLogfmt is slog's key=value line, after the prefix.
+	FormatLogfmt = "logfmt"
+	// FormatJSON is one JSON object per line.
+	FormatJSON = "json"
+)
+
+// FormatHelp describes --log-format.
+const FormatHelp = "log format: nsq (NSQ's lines), logfmt (key=value) or json"
+
+// New returns a logger writing to w in format (FormatNSQ, the default when
+// empty, FormatLogfmt or FormatJSON; "text" is logfmt's former name) at the
+// level held by level.
+// In the nsq and logfmt formats each line starts with prefix (NSQ's
+// --log-prefix). In json, each line must stay one JSON object for log
+// shippers, so the prefix becomes a "prefix" field instead ("[nsqd] " →
+// "nsqd").
 func New(w io.Writer, prefix, format string, level *slog.LevelVar) (*slog.Logger, error) {
 	opts := &slog.HandlerOptions{Level: level}
 	switch format {
-	case "", "text":
+	case FormatNSQ, "":
+		return slog.New(newNSQHandler(w, prefix, level)), nil
+	case FormatLogfmt, "text":
 		if prefix != "" {
 			w = &prefixWriter{w: w, prefix: []byte(prefix)}
 		}
 		return slog.New(slog.NewTextHandler(w, opts)), nil
-	case "json":
+	case FormatJSON:
 		l := slog.New(slog.NewJSONHandler(w, opts))
 		if p := strings.Trim(prefix, "[] \t"); p != "" {
 			l = l.With("prefix", p)
 		}
 		return l, nil
 	}
-	return nil, fmt.Errorf("invalid log format %q (want text or json)", format)
+	return nil, fmt.Errorf("invalid log format %q (want nsq, logfmt or json)", format)
+}
+
+// WriteFatal writes msg to w as one FATAL line in NSQ's format: how the
+// daemons report what stops them, before or after their logger exists.
+func WriteFatal(w io.Writer, prefix, msg string) {
+	_ = newNSQHandler(w, prefix, slog.LevelDebug).Handle(context.Background(), slog.NewRecord(time.Now(), LevelFatal, msg, 0))
 }
 
 // Discard is a logger for tests and libraries used without one.

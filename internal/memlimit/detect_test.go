@@ -102,3 +102,26 @@ func TestDetectHost(t *testing.T) {
 	}
 	t.Logf("host limits: %+v", l)
 }
+
+// BenchmarkDetect is what nsqd pays to read its memory limit before every
+// memory sample: on this machine's own files (kernel cgroup files, the
+// rlimit, the RAM size when no limit is set), and on a cgroup v2 layout
+// with a limit two levels below the mount.
+func BenchmarkDetect(b *testing.B) {
+	for _, bc := range []struct {
+		name string
+		d    Detector
+	}{
+		{"host", Detector{}},
+		{"v2_limited", Detector{Root: fixture("v2_limited")}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if l, _ := bc.d.Detect(); l.Hard == 0 {
+					b.Fatal("no limit detected")
+				}
+			}
+		})
+	}
+}

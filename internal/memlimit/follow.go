@@ -1,18 +1,15 @@
 package memlimit
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"time"
 )
 
 // Follower keeps the limits in force current while the detected limit
 // changes at runtime: a process moved into a cgroup after it started, or
 // whose cgroup limit is lowered (docker update --memory, systemctl
 // set-property MemoryMax=), must not keep budgets sized for the old limit.
-// Its methods are not safe for concurrent use: Refresh is called by Run or
-// by its owner, not both.
+// Its methods are not safe for concurrent use; its owner serialises them.
 type Follower struct {
 	detect  func() (Limits, error)
 	config  Config
@@ -70,12 +67,6 @@ func (f *Follower) Refresh() (lim Limits, changed bool, err error) {
 		}
 	}
 	return f.current, changed, f.reportOnce(errors.Join(problems...))
-}
-
-// Run calls Refresh once per interval until ctx is done and passes what
-// each returns to apply.
-func (f *Follower) Run(ctx context.Context, interval time.Duration, apply func(lim Limits, changed bool, err error)) {
-	every(ctx, interval, func() { apply(f.Refresh()) })
 }
 
 // reportOnce returns err unless the previous Refresh returned the same.

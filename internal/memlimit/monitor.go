@@ -64,6 +64,7 @@ type Monitor struct {
 	usage    func() uint64
 	onChange func(old, new State, usage uint64)
 	release  func() // set by SetRelease before Run; may be nil
+	refresh  func() // set by SetRefresh before Run; may be nil
 
 	// mu serialises sampling so that state changes, and the onChange calls
 	// reporting them, happen one at a time and in order; it guards the
@@ -100,6 +101,13 @@ func NewMonitor(soft uint64, interval time.Duration, usage func() uint64, onChan
 // (nsqd passes debug.FreeOSMemory). Call it before Run.
 func (m *Monitor) SetRelease(release func()) { m.release = release }
 
+// SetRefresh sets what Run calls before each sample, without mu held, so
+// that it may call SetSoft and Check. nsqd reads its memory limit again
+// there: a limit that appears or falls while it runs (it is moved into a
+// cgroup, the cgroup's limit is lowered) then takes effect within one
+// interval, before usage can outgrow it. Call it before Run.
+func (m *Monitor) SetRefresh(refresh func()) { m.refresh = refresh }
+
 // SetSoft changes the soft limit (the detected limit changed); samples
 // from now on are classified against it.
 func (m *Monitor) SetSoft(soft uint64) {
@@ -132,10 +140,13 @@ func every(ctx context.Context, interval time.Duration, f func()) {
 	}
 }
 
-// tick is Run's sample: Check, and the release of freed memory when the
-// state is not Normal and usage stopped growing. The release runs without
-// mu held, so Check never waits for it.
+// tick is Run's sample: the refresh, Check, and the release of freed
+// memory when the state is not Normal and usage stopped growing. The
+// release runs without mu held, so Check never waits for it.
 func (m *Monitor) tick() {
+	if m.refresh != nil {
+		m.refresh()
+	}
 	m.mu.Lock()
 	st, u := m.sampleLocked()
 	release := m.release != nil && st != Normal && u <= m.prev &&

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nsqgo/nsq/internal/config"
+	"github.com/nsqgo/nsq/internal/logging"
 	"github.com/nsqgo/nsq/internal/version"
 )
 
@@ -51,7 +52,7 @@ func (a App[O, D]) Main(args []string, stdout, stderr io.Writer) int {
 	case errors.Is(err, flag.ErrHelp):
 		return 0
 	case err != nil:
-		fmt.Fprintf(stderr, "[%s] FATAL: %s\n", a.Name, err)
+		logging.WriteFatal(stderr, "["+a.Name+"] ", err.Error())
 		return 2
 	case showVersion:
 		fmt.Fprintln(stdout, version.String(a.Name))
@@ -65,7 +66,7 @@ func (a App[O, D]) Main(args []string, stdout, stderr io.Writer) int {
 		return d, nil
 	}
 	if err := Run(build, a.ShutdownTimeout); err != nil {
-		fmt.Fprintf(stderr, "[%s] FATAL: %s\n", a.Name, err)
+		logging.WriteFatal(stderr, "["+a.Name+"] ", err.Error())
 		return 1
 	}
 	return 0

@@ -7,8 +7,9 @@ import (
 
 // clock is where topics and channels read the time and arm their timers:
 // message timeouts, TOUCH, REQ delays, deferred (DPUB) due times, e2e
-// latency and policy expiry. The daemon uses the real one; tests that build
-// a Topic or Channel directly substitute a clock they advance by hand.
+// latency and policy expiry. The daemon leaves it nil, the wall clock and
+// the runtime's timers; tests that build a Topic or Channel directly
+// substitute a clock they advance by hand.
 type clock interface {
 	// Now is the current time in Unix nanoseconds.
 	Now() int64
@@ -21,13 +22,6 @@ type clockTimer interface {
 	Reset(d time.Duration) bool
 	Stop() bool
 }
-
-// realClock is the wall clock and the runtime's timers.
-type realClock struct{}
-
-func (realClock) Now() int64 { return time.Now().UnixNano() }
-
-func (realClock) AfterFunc(d time.Duration, f func()) clockTimer { return time.AfterFunc(d, f) }
 
 // now is the queue clock's time in Unix nanoseconds; a config without a
 // clock runs on the real one.

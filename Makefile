@@ -10,7 +10,7 @@ APPS     := $(filter-out internal,$(notdir $(wildcard apps/*)))
 BENCHES  := $(notdir $(wildcard bench/bench_*))
 TESTFLAGS ?=
 
-.PHONY: all build run test bench bench-compare vet fmt lint staticcheck fuzz install dist clean
+.PHONY: all build run test bench bench-compare vet fmt lint staticcheck fuzz install dist image clean
 
 all: build
 
@@ -72,6 +72,19 @@ dist: build
 	cp -r contrib dist/$(DIST)/
 	tar -C dist -czf dist/$(DIST).tar.gz $(DIST)
 	@echo "dist/$(DIST).tar.gz"
+
+# An OCI image laid out as NSQ's (contrib/image/Containerfile), built with
+# podman or buildah, whichever is installed (Debian: apt-get install buildah).
+IMAGE ?= nsqgo/nsq:$(VERSION)
+image:
+	@rm -rf $(BUILD)/image && mkdir -p $(BUILD)/image/data
+	@for app in $(APPS); do \
+		CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BUILD)/image/$$app ./apps/$$app || exit 1; \
+	done
+	@if command -v podman >/dev/null 2>&1; then podman build -q -f contrib/image/Containerfile -t $(IMAGE) .; \
+	elif command -v buildah >/dev/null 2>&1; then buildah bud -q -f contrib/image/Containerfile -t $(IMAGE) .; \
+	else echo "make image: needs podman or buildah (Debian: apt-get install buildah)" >&2; exit 1; fi
+	@echo "built $(IMAGE)"
 
 bench: build
 	./bench.sh

@@ -106,9 +106,9 @@ func (ch *Channel) setSubsLocked(subs []*Subscription) {
 	ch.subsView.Store(&subs)
 }
 
-// landedLocked takes m, unlinked from its subscription's list, out of the
+// leftFlightLocked takes m, unlinked from its subscription's list, out of the
 // in-flight index and accounting.
-func (ch *Channel) landedLocked(m *Message) {
+func (ch *Channel) leftFlightLocked(m *Message) {
 	delete(ch.inFlight, m.ID)
 	if ch.flightDels++; ch.flightDels > 4*len(ch.inFlight)+256 {
 		ch.rebuildInFlightLocked()
@@ -166,7 +166,7 @@ func (ch *Channel) unlock() {
 	ch.readClaimed = false
 	ch.mu.Unlock()
 	for _, h := range releases {
-		ch.q.release(h)
+		ch.q.releaseTicket(h)
 	}
 	if read {
 		ch.readAhead()
@@ -305,7 +305,7 @@ func (ch *Channel) onTimer() {
 				continue
 			}
 			s.inFlight.Add(-1)
-			ch.landedLocked(m)
+			ch.leftFlightLocked(m)
 			ch.timeoutCount.Add(1)
 			if outOfAttempts(p, m) {
 				dead = append(dead, m)
@@ -353,9 +353,9 @@ func (ch *Channel) Empty() error {
 	ch.claimSpillLocked() // first: a spill pass under way may release messages
 	ch.q.clearMemLocked()
 	ch.forgetInFlightLocked()
-	ch.drainDeferredLocked()
+	ch.takeDeferredLocked()
 	for _, s := range ch.subs {
-		s.flight.drain()
+		s.flight.takeAll()
 		s.inFlight.Store(0)
 	}
 	ch.unlock()
@@ -423,13 +423,13 @@ func (ch *Channel) closeLocked(deleted bool) (finish func() error) {
 	for ch.spill.busy { // the worker sees exiting and stops
 		ch.q.idle.Wait()
 	}
-	pending := ch.q.drainMemLocked()
+	pending := ch.q.takeMemLocked()
 	for _, s := range ch.subs {
-		pending = append(pending, s.flight.drain()...)
+		pending = append(pending, s.flight.takeAll()...)
 		s.inFlight.Store(0)
 	}
 	ch.forgetInFlightLocked()
-	deferred := ch.drainDeferredLocked()
+	deferred := ch.takeDeferredLocked()
 	ch.deferredCount.Store(0)
 	if deleted {
 		// Detached now, removed later: a channel of the same name created
@@ -442,10 +442,10 @@ func (ch *Channel) closeLocked(deleted bool) (finish func() error) {
 	// Held messages are still on disk (their records come back at the next
 	// start): they are not written again, and deferred ones, which keep
 	// their due time in the side queue, let go of their record once there.
-	pending = slices.DeleteFunc(pending, func(m *Message) bool { return m.hold != 0 })
+	pending = slices.DeleteFunc(pending, func(m *Message) bool { return m.ticket != 0 })
 	var holds []uint64
 	for _, m := range deferred {
-		if h := takeHold(m); h != 0 {
+		if h := takeTicket(m); h != 0 {
 			holds = append(holds, h)
 		}
 	}
@@ -456,7 +456,7 @@ func (ch *Channel) closeLocked(deleted bool) (finish func() error) {
 		}
 		if errors.Join(errs...) == nil {
 			for _, h := range holds {
-				ch.q.release(h)
+				ch.q.releaseTicket(h)
 			}
 		}
 		errs = append(errs, ch.q.backend.Close())

@@ -34,7 +34,7 @@ type deferredSpill struct {
 type spilled struct {
 	m    *Message
 	due  int64
-	hold uint64 // m's held record (msgQueue.release), taken off m
+	ticket uint64 // m's disk ticket (msgQueue.releaseTicket), taken off m
 }
 
 func encodeDeferred(m *Message, due int64) []byte {
@@ -124,19 +124,19 @@ func (p *spillPass) run(ch *Channel, pending []spilled, release bool, n int64) {
 	now := ch.cfg.now()
 	for _, r := range pending {
 		if r.due <= now {
-			r.m.hold = r.hold
+			r.m.ticket = r.ticket
 			p.ready = append(p.ready, r.m)
 			continue
 		}
 		if err := ch.spill.put(ch, r.m, r.due); err != nil {
 			p.errs = append(p.errs, err)
-			r.m.hold = r.hold
+			r.m.ticket = r.ticket
 			p.keep = append(p.keep, r) // memory beats lost
 			continue
 		}
 		// In the side queue with its due time now: its record in the
 		// channel's queue may go.
-		ch.q.release(r.hold)
+		ch.q.releaseTicket(r.ticket)
 		p.written++
 		p.noteDue(r.due)
 	}
@@ -305,7 +305,7 @@ func (ch *Channel) releaseSpillLocked() {
 func (ch *Channel) deferLocked(m *Message, due int64) {
 	m.deferUntil = 0
 	if !ch.ephemeral && !ch.cfg.guard.admitDeferred(memSize(m)) {
-		ch.spill.pending = append(ch.spill.pending, spilled{m, due, takeHold(m)})
+		ch.spill.pending = append(ch.spill.pending, spilled{m, due, takeTicket(m)})
 		ch.kickSpillLocked()
 	} else {
 		ch.pushDeferredLocked(m, due)
@@ -353,7 +353,7 @@ func (ch *Channel) dueLocked(msgs []*Message) {
 	for _, m := range msgs {
 		// A held message is in memory already, as a deferred one, and
 		// still on disk: writing it again would only duplicate it.
-		if m.hold != 0 || (overflow == nil && ch.q.roomLocked(1, memSize(m))) {
+		if m.ticket != 0 || (overflow == nil && ch.q.roomLocked(1, memSize(m))) {
 			ch.q.pushBackLocked(m)
 		} else {
 			overflow = append(overflow, m)
@@ -373,16 +373,16 @@ func (ch *Channel) dueLocked(msgs []*Message) {
 	}
 }
 
-// drainDeferredLocked empties the in-memory deferred queue, including
+// takeDeferredLocked empties the in-memory deferred queue, including
 // messages waiting to be written to disk.
-func (ch *Channel) drainDeferredLocked() []*Message {
+func (ch *Channel) takeDeferredLocked() []*Message {
 	msgs := ch.deferredPQ.Drain()
 	for _, m := range msgs {
 		ch.cfg.guard.addDeferred(-memSize(m))
 	}
 	for _, r := range ch.spill.pending {
 		r.m.Due = r.due
-		r.m.hold = r.hold
+		r.m.ticket = r.ticket
 		msgs = append(msgs, r.m)
 	}
 	ch.spill.pending = nil

@@ -120,13 +120,13 @@ func (ch *Channel) deadLetter(msgs []*Message) {
 	}
 	var holds []uint64
 	for _, m := range msgs {
-		if h := takeHold(m); h != 0 {
+		if h := takeTicket(m); h != 0 {
 			holds = append(holds, h)
 		}
 	}
 	defer func() {
 		for _, h := range holds {
-			ch.q.release(h)
+			ch.q.releaseTicket(h)
 		}
 		for _, m := range msgs {
 			ch.replicateFinished(m.ID)

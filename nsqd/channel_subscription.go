@@ -65,8 +65,8 @@ func (s *Subscription) Unsubscribe() {
 	s.closing = true
 	var dead []*Message
 	p := ch.q.policy()
-	for _, m := range s.flight.drain() {
-		ch.landedLocked(m)
+	for _, m := range s.flight.takeAll() {
+		ch.leftFlightLocked(m)
 		if outOfAttempts(p, m) {
 			dead = append(dead, m)
 			continue
@@ -143,7 +143,7 @@ func (ch *Channel) replicateReturned(m *Message) {
 // dropLocked is the end of m in this channel (FIN'd, or discarded): its
 // held record, if any, is released once the lock is gone (unlock).
 func (ch *Channel) dropLocked(m *Message) {
-	if h := takeHold(m); h != 0 {
+	if h := takeTicket(m); h != 0 {
 		ch.releases = append(ch.releases, h)
 	}
 }
@@ -222,6 +222,6 @@ func (ch *Channel) takeInFlightLocked(s *Subscription, id MessageID) (*Message, 
 	}
 	s.flight.remove(m)
 	s.inFlight.Add(-1)
-	ch.landedLocked(m)
+	ch.leftFlightLocked(m)
 	return m, nil
 }

@@ -12,7 +12,7 @@
 //     and client.publish hands it to
 //  2. nsqd.go: NSQD.publish gives the batch IDs and a timestamp and calls
 //  3. topic.go: Topic.Put copies it to every channel (fanOut), or keeps it
-//     in the topic while it has no channel or is paused (topic_drain.go
+//     in the topic while it has no channel or is paused (topic_backlog.go
 //     moves it on later);
 //  4. channel_queue.go: Channel.put takes the copies in memory or on disk,
 //     in publication order, through
@@ -54,7 +54,7 @@
 // disk queue has its own mutex, and it is taken with no Topic or Channel
 // lock held: work that needs the disk is planned under
 // the object's lock, done without it, and committed under it again
-// (msgQueue.writeLocked, the channel's disk reader, the topic's drain, the
+// (msgQueue.writeLocked, the channel's disk reader, the topic's backlog move, the
 // deferred-spill worker, close and the removal of a deleted queue's files).
 // The exceptions: opening a topic or channel, which reads back its
 // deferred messages before anyone else can reach it; and a delete, which

@@ -57,8 +57,8 @@ func (l *inFlightList) popExpired(now int64) *Message {
 	return m
 }
 
-// drain unlinks every message and returns them in deadline order.
-func (l *inFlightList) drain() []*Message {
+// takeAll unlinks every message and returns them in deadline order.
+func (l *inFlightList) takeAll() []*Message {
 	var out []*Message
 	for m := l.head; m != nil; {
 		next := m.next

@@ -40,7 +40,7 @@ func BenchmarkInFlightChurn(b *testing.B) {
 				if ch.inFlight[old.ID] == nil {
 					b.Fatal("lost a message")
 				}
-				ch.landedLocked(old)
+				ch.leftFlightLocked(old)
 				m := &pool[next%len(pool)]
 				m.ID = ids[next%len(ids)]
 				next++

@@ -19,7 +19,7 @@ func TestInFlightListOrder(t *testing.T) {
 	for i := 0; i < len(all); i += 3 {
 		l.remove(all[i])
 	}
-	got := l.drain()
+	got := l.takeAll()
 	if len(got) != len(all)-(len(all)+2)/3 {
 		t.Fatalf("drained %d", len(got))
 	}

@@ -50,10 +50,10 @@ type Message struct {
 	prev, next *Message
 	// deferUntil is a DPUB's due time (unix ns) until it reaches a channel.
 	deferUntil int64
-	// hold is 1 + the disk queue ticket of a message a channel read with a
-	// held read (msgQueue.holdReads): its record stays on disk until the
-	// message is FIN'd (or safe elsewhere). 0 when not held.
-	hold uint64
+	// ticket is 1 + the disk queue ticket of a message a channel read with
+	// a ticketed read (msgQueue.ticketedReads): its record stays on disk
+	// until the message is FIN'd (or safe elsewhere). 0 when it has none.
+	ticket uint64
 }
 
 // newBatch returns n new zero messages for one publish. Their structs

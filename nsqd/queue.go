@@ -34,10 +34,11 @@ type msgQueue struct {
 	cfg       *queueConfig
 	backend   backendQueue
 	ephemeral bool
-	// holdReads: records read from disk stay held there until released
-	// (a channel with --mem-queue-size=0, where a message must leave the
-	// disk only when it is FIN'd, so that a crash loses none in flight).
-	holdReads bool
+	// ticketedReads: a record read from disk stays there, held by the
+	// disk queue's ticket for it, until the ticket is released (a channel
+	// with --mem-queue-size=0, where a message must leave the disk only
+	// when it is FIN'd, so that a crash loses none in flight).
+	ticketedReads bool
 
 	mem      deque.Deque[*Message]
 	memBytes int64
@@ -54,26 +55,27 @@ type msgQueue struct {
 }
 
 // init sets the queue up; lock is the owner's mutex.
-func (q *msgQueue) init(cfg *queueConfig, backend backendQueue, ephemeral, holdReads bool, lock sync.Locker) {
-	q.cfg, q.backend, q.ephemeral, q.holdReads = cfg, backend, ephemeral, holdReads
+func (q *msgQueue) init(cfg *queueConfig, backend backendQueue, ephemeral, ticketedReads bool, lock sync.Locker) {
+	q.cfg, q.backend, q.ephemeral, q.ticketedReads = cfg, backend, ephemeral, ticketedReads
 	q.idle.L = lock
 	q.initPolicy()
 }
 
-// release ends the hold of m's record (see holdReads): it is FIN'd, or
-// safe elsewhere. The owner's lock must not be held; the caller has taken
-// the ticket off m under it (takeHold).
-func (q *msgQueue) release(hold uint64) {
-	if hold != 0 {
-		q.backend.Release(diskqueue.Ticket(hold - 1))
+// releaseTicket lets the disk queue drop the record a message's ticket
+// holds (see ticketedReads): the message is FIN'd, or safe elsewhere. The
+// owner's lock must not be held; the caller has taken the ticket off the
+// message under it (takeTicket). 0 is no ticket.
+func (q *msgQueue) releaseTicket(ticket uint64) {
+	if ticket != 0 {
+		q.backend.Release(diskqueue.Ticket(ticket - 1))
 	}
 }
 
-// takeHold detaches m's hold, for release once the lock is gone.
-func takeHold(m *Message) uint64 {
-	h := m.hold
-	m.hold = 0
-	return h
+// takeTicket detaches m's ticket, for releaseTicket once the lock is gone.
+func takeTicket(m *Message) uint64 {
+	t := m.ticket
+	m.ticket = 0
+	return t
 }
 
 // depth is what NSQ calls depth: ready messages in memory and on disk,
@@ -161,8 +163,8 @@ func (q *msgQueue) putBackLocked(msgs []*Message) {
 	q.settleLocked()
 }
 
-// drainMemLocked empties memory and returns what it held.
-func (q *msgQueue) drainMemLocked() []*Message {
+// takeMemLocked empties memory and returns what it held.
+func (q *msgQueue) takeMemLocked() []*Message {
 	out := q.mem.Drain()
 	q.memBytes = 0
 	q.settleLocked()
@@ -220,7 +222,7 @@ func (q *msgQueue) read(n int, maxBytes int64, corrupt func(error)) []*Message {
 		var rec []byte
 		var ticket diskqueue.Ticket
 		var err error
-		if q.holdReads {
+		if q.ticketedReads {
 			rec, ticket, err = q.backend.NextHeld()
 		} else {
 			rec, err = q.backend.Next()
@@ -235,11 +237,11 @@ func (q *msgQueue) read(n int, maxBytes int64, corrupt func(error)) []*Message {
 		m, err := decodeMessage(rec)
 		if err != nil {
 			corrupt(err)
-			q.release(uint64(ticket) + 1)
+			q.releaseTicket(uint64(ticket) + 1)
 			continue
 		}
-		if q.holdReads {
-			m.hold = uint64(ticket) + 1
+		if q.ticketedReads {
+			m.ticket = uint64(ticket) + 1
 		}
 		out = append(out, m)
 		bytes += memSize(m)
@@ -290,10 +292,10 @@ func (q *msgQueue) writeLocked(msgs []*Message) error {
 // owner's lock for the I/O.
 func (q *msgQueue) spillLocked() (int, error) {
 	// A holding queue's memory is what it read ahead, still on disk.
-	if q.ephemeral || q.holdReads || q.mem.Len() == 0 {
+	if q.ephemeral || q.ticketedReads || q.mem.Len() == 0 {
 		return 0, nil
 	}
-	msgs := q.drainMemLocked()
+	msgs := q.takeMemLocked()
 	q.transit.Add(int64(len(msgs)))
 	err := q.writeLocked(msgs)
 	q.transit.Add(-int64(len(msgs)))

@@ -342,7 +342,7 @@ func TestUnitTopicPauseStopsDelivery(t *testing.T) {
 	// Unpausing starts the topic's drain goroutine, which delivers the
 	// backlog and ends.
 	w.topic.UnPause()
-	w.topic.drainWG.Wait()
+	w.topic.moveWG.Wait()
 	c.expectDeliveries(t, 1, "after unpause")
 	if d := w.topic.Depth(); d != 0 {
 		t.Fatalf("topic depth %d after delivery", d)

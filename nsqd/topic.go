@@ -27,7 +27,7 @@ type topicHooks struct {
 // Topic is a stream producers publish to. With channels present and not
 // paused, a publish fans out to every channel in the publisher's own
 // goroutine: no pump, no hand-off. Otherwise messages wait in the topic
-// (memory, then disk) and a short-lived drain goroutine moves them once a
+// (memory, then disk) and a short-lived goroutine moves them once a
 // channel exists and the topic is not paused.
 type Topic struct {
 	name      string
@@ -56,8 +56,8 @@ type Topic struct {
 	mu       sync.RWMutex // guards every field below, and q
 	channels map[string]*Channel
 	q        msgQueue
-	draining bool // a drain goroutine owns the backlog
-	drainWG  sync.WaitGroup
+	moving   bool // a goroutine is moving the backlog to the channels (topic_backlog.go)
+	moveWG   sync.WaitGroup
 
 	stored deferredStore // DPUBs held on disk (storesDeferred)
 }
@@ -145,13 +145,13 @@ func (t *Topic) holdForStart() {
 func (t *Topic) releaseStartHold() {
 	t.mu.Lock()
 	t.moveLocked(topicOpen, topicStarting)
-	t.startDrainLocked()
+	t.startMoveLocked()
 	t.unlock()
 }
 
 // holdsBacklogLocked reports whether new messages must queue in the topic.
 func (t *Topic) holdsBacklogLocked() bool {
-	return t.paused.Load() || t.state() == topicStarting || t.draining || len(t.channels) == 0 || t.q.lenLocked() > 0 || t.q.diskBusyLocked()
+	return t.paused.Load() || t.state() == topicStarting || t.moving || len(t.channels) == 0 || t.q.lenLocked() > 0 || t.q.diskBusyLocked()
 }
 
 // fanOut gives each of chans its own copy of msgs (sharing the bodies).
@@ -244,7 +244,7 @@ func (t *Topic) queue(msgs []*Message, capped bool) error {
 			}
 			if len(msgs) == 0 {
 				t.mu.Lock()
-				t.startDrainLocked()
+				t.startMoveLocked()
 				t.unlock()
 				return nil
 			}
@@ -256,7 +256,7 @@ func (t *Topic) queue(msgs []*Message, capped bool) error {
 		return errExiting
 	}
 	if !t.holdsBacklogLocked() {
-		// The backlog drained while we waited for the lock.
+		// The backlog was moved while we waited for the lock.
 		t.unlock()
 		return t.fanOutWithin(t.channelList(), msgs, capped)
 	}
@@ -290,21 +290,21 @@ func (t *Topic) queue(msgs []*Message, capped bool) error {
 		}
 	}
 	t.q.dropOldestLocked(t.q.policy())
-	t.startDrainLocked()
+	t.startMoveLocked()
 	return nil
 }
 
-// startDrainLocked starts moving the backlog to the channels if it can.
-func (t *Topic) startDrainLocked() {
-	if t.draining || !t.canDrainLocked() {
+// startMoveLocked starts moving the backlog to the channels if it can.
+func (t *Topic) startMoveLocked() {
+	if t.moving || !t.canMoveLocked() {
 		return
 	}
 	if t.q.lenLocked() == 0 && t.q.backend.Depth() == 0 && t.stored.count.Load() == 0 {
 		return
 	}
-	t.draining = true
-	t.drainWG.Add(1)
-	go t.drain()
+	t.moving = true
+	t.moveWG.Add(1)
+	go t.moveBacklog()
 }
 
 // GetChannel returns the channel, creating it if needed.
@@ -327,7 +327,7 @@ func (t *Topic) GetChannel(name string) (*Channel, error) {
 	}
 	ch.resolvePolicyLocked(t.q.pol.own.Load())
 	t.addChannelLocked(ch)
-	t.startDrainLocked()
+	t.startMoveLocked()
 	t.unlock()
 	if t.hooks.channelCreated != nil {
 		t.hooks.channelCreated(t, ch)
@@ -434,7 +434,7 @@ func (t *Topic) Pause() {
 func (t *Topic) UnPause() {
 	t.mu.Lock()
 	t.paused.Store(false)
-	t.startDrainLocked()
+	t.startMoveLocked()
 	t.unlock()
 }
 
@@ -477,7 +477,7 @@ func (t *Topic) stop(deleted bool) (finish func() error) {
 		return func() error { return nil }
 	}
 	t.unlock()
-	t.drainWG.Wait()
+	t.moveWG.Wait()
 
 	t.mu.Lock()
 	t.q.waitIdleLocked()
@@ -485,7 +485,7 @@ func (t *Topic) stop(deleted bool) (finish func() error) {
 	for _, ch := range t.channels {
 		chans = append(chans, ch)
 	}
-	pending := t.q.drainMemLocked()
+	pending := t.q.takeMemLocked()
 	var tomb diskqueue.Tombstone
 	var detachErr error
 	if deleted {

@@ -56,7 +56,7 @@ func (t *Topic) loadDeferred() error {
 func (t *Topic) storesDeferred() bool { return !t.ephemeral && !t.q.memAllowed() }
 
 // deferredStore is the topic's side queue while it stores DPUBs on disk
-// (storesDeferred): publishers append to it, the drain moves its records
+// (storesDeferred): publishers append to it, the backlog move takes its records
 // to the channels, which keep them on disk too, a batch at a time with
 // provisional reads committed once every channel has the batch. Its
 // records count in the topic's depth. mu is a leaf lock that serialises
@@ -99,7 +99,7 @@ func (s *deferredStore) add(t *Topic, msgs []*Message) error {
 	return nil
 }
 
-// take reads up to n records provisionally (the drain's commit or rewind
+// take reads up to n records provisionally (the move's commit or rewind
 // settles them).
 func (s *deferredStore) take(t *Topic, n int) []*Message {
 	s.mu.Lock()
@@ -129,7 +129,7 @@ func (s *deferredStore) take(t *Topic, n int) []*Message {
 	return msgs
 }
 
-// storedBatch is a batch the drain took from the deferred store.
+// storedBatch is a batch the backlog move took from the deferred store.
 type storedBatch struct{ n int }
 
 func (b storedBatch) placed(t *Topic) {
@@ -157,14 +157,14 @@ func (b storedBatch) giveBackLocked(t *Topic) {
 		t.stored.q.Rewind()
 	}
 	t.stored.mu.Unlock()
-	t.draining = false
+	t.moving = false
 }
 
 // moveStored moves the deferred store to the channels. It reports false
-// when the drain had to stop (and gave up its lease).
+// when the move had to stop (and gave up its lease).
 func (t *Topic) moveStored() bool {
 	for t.stored.count.Load() > 0 {
-		batch := t.stored.take(t, drainBatch)
+		batch := t.stored.take(t, moveBatch)
 		if len(batch) == 0 {
 			return true
 		}

@@ -20,10 +20,10 @@ func resolveTopicPolicy(own, defaults *policySettings) *queuePolicy {
 }
 
 // initPolicy gives a new topic its effective policy (from the flags) and
-// tells its queue that the disk's head is the drain's while it runs.
+// tells its queue that the disk's head belongs to the backlog move while it runs.
 func (t *Topic) initPolicy() {
 	t.q.pol.eff.Store(resolveTopicPolicy(nil, t.cfg.policyDefaults))
-	t.q.pol.headHeld = func() bool { return t.draining }
+	t.q.pol.headHeld = func() bool { return t.moving }
 	t.q.pol.left = t.replicateDropped
 }
 
@@ -151,10 +151,10 @@ func (t *Topic) reserveRoom(n, bytes int64) (release func(), err error) {
 	}, nil
 }
 
-// drainBatchSize bounds a backlog batch by the smallest max_msgs of the
+// moveBatchSize bounds a backlog batch by the smallest max_msgs of the
 // reject_new channels, so that a batch can fit in each of them.
-func (t *Topic) drainBatchSize() int {
-	size := int64(drainBatch)
+func (t *Topic) moveBatchSize() int {
+	size := int64(moveBatch)
 	for _, ch := range t.channelList() {
 		if p := ch.q.policy(); p.rejects() && p.maxMsgs > 0 {
 			size = min(size, p.maxMsgs)

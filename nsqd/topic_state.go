@@ -2,9 +2,9 @@ package nsqd
 
 // topicState is where a topic is in its life. Pausing is not part of it:
 // a topic in any state may be paused or not (Topic.paused). Nor is a
-// running drain: its goroutine owns the backlog's head until it notices,
+// running backlog move: its goroutine owns the backlog's head until it notices,
 // under the lock, that it cannot go on, which may be after the topic was
-// retired or began to exit (Topic.draining).
+// retired or began to exit (Topic.moving).
 //
 // The transitions, each made with t.mu held:
 //

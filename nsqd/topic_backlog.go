@@ -21,23 +21,23 @@ import (
 //   - publishers are not held up: while a move is under way new messages
 //     queue behind the backlog, in order.
 
-// drainBatch is how many backlog messages move to the channels at a time.
-const drainBatch = 256
+// moveBatch is how many backlog messages move to the channels at a time.
+const moveBatch = 256
 
 const (
-	drainRetryMin = 10 * time.Millisecond
-	drainRetryMax = 500 * time.Millisecond
+	moveRetryMin = 10 * time.Millisecond
+	moveRetryMax = 500 * time.Millisecond
 )
 
-// canDrainLocked reports whether the backlog may move now.
-func (t *Topic) canDrainLocked() bool {
+// canMoveLocked reports whether the backlog may move now.
+func (t *Topic) canMoveLocked() bool {
 	return !t.paused.Load() && t.state() == topicOpen && len(t.channels) > 0
 }
 
-// drain moves the backlog into the channels a batch at a time and ends as
+// moveBacklog moves the backlog into the channels a batch at a time and ends as
 // soon as the backlog is empty or cannot move (paused, no channels).
-func (t *Topic) drain() {
-	defer t.drainWG.Done()
+func (t *Topic) moveBacklog() {
+	defer t.moveWG.Done()
 	for {
 		if !t.moveStored() {
 			return
@@ -54,15 +54,15 @@ func (t *Topic) drain() {
 
 // takeBatch takes the next batch off the backlog: memory first (it is
 // older than the disk part), then disk, provisionally. It reports false,
-// with the drain ended, when there is nothing to move or it cannot move now.
+// with the move ended, when there is nothing to move or it cannot move now.
 func (t *Topic) takeBatch() (batch []*Message, fromMem int, ok bool) {
 	t.mu.Lock()
 	defer t.unlock()
-	if !t.canDrainLocked() {
-		t.draining = false
+	if !t.canMoveLocked() {
+		t.moving = false
 		return nil, 0, false
 	}
-	size := t.drainBatchSize()
+	size := t.moveBatchSize()
 	batch = t.q.takeLocked(size)
 	fromMem = len(batch)
 	t.q.transit.Add(int64(fromMem))
@@ -82,7 +82,7 @@ func (t *Topic) takeBatch() (batch []*Message, fromMem int, ok bool) {
 		if t.stored.count.Load() > 0 {
 			return nil, 0, true // DPUBs stored meanwhile: moveStored's
 		}
-		t.draining = false
+		t.moving = false
 		return nil, 0, false
 	}
 	return batch, fromMem, true
@@ -99,7 +99,7 @@ func (t *Topic) takeBatch() (batch []*Message, fromMem int, ok bool) {
 func (t *Topic) move(batch []*Message, from batchSource) bool {
 	live, expired := t.liveBatch(batch)
 	pending := t.copiesFor(t.channelList(), live)
-	wait := drainRetryMin
+	wait := moveRetryMin
 	for failures := 0; ; failures++ {
 		failed, lastErr := putAll(pending)
 		if len(failed) == 0 {
@@ -117,9 +117,9 @@ func (t *Topic) move(batch []*Message, from batchSource) bool {
 		}
 		t.setBlocked(lastErr)
 		time.Sleep(wait)
-		wait = min(2*wait, drainRetryMax)
+		wait = min(2*wait, moveRetryMax)
 		t.mu.Lock()
-		if !t.canDrainLocked() {
+		if !t.canMoveLocked() {
 			from.giveBackLocked(t)
 			t.unlock()
 			return false
@@ -183,7 +183,7 @@ func (t *Topic) setBlocked(err error) {
 
 // batchSource is where a batch being moved came from: placed settles it
 // once every channel has it, giveBackLocked returns it when the move stops
-// for good (and ends the drain).
+// for good (and ends the move).
 type batchSource interface {
 	placed(t *Topic)
 	giveBackLocked(t *Topic)
@@ -214,7 +214,7 @@ func (b backlogBatch) giveBackLocked(t *Topic) {
 		t.q.noteDiskWrite(b.batch[b.fromMem:]) // back on disk
 	}
 	t.q.transit.Add(-int64(len(b.batch)))
-	t.draining = false
+	t.moving = false
 }
 
 func (t *Topic) logCorrupt(err error) {

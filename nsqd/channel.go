@@ -466,3 +466,21 @@ func (ch *Channel) closeLocked(deleted bool) (finish func() error) {
 		return nil
 	}
 }
+
+// holdsNothing reports whether the channel has nothing queued, in flight,
+// deferred or on its way to the deferred spill.
+func (ch *Channel) holdsNothing() bool {
+	ch.mu.Lock()
+	defer ch.unlock()
+	return ch.q.depth() == 0 && len(ch.inFlight) == 0 && ch.deferredPQ.Len() == 0 &&
+		ch.spill.count == 0 && len(ch.spill.pending) == 0 && !ch.spill.busy
+}
+
+// spillInTransit reports whether the channel's deferred-spill worker has
+// work queued or under way: the messages it holds are in neither the
+// memory nor the disk count meanwhile.
+func (ch *Channel) spillInTransit() bool {
+	ch.mu.Lock()
+	defer ch.unlock()
+	return ch.spill.busy || len(ch.spill.pending) > 0
+}

@@ -165,3 +165,6 @@ func (ch *Channel) sweepPolicy(now int64) {
 func (ch *Channel) resolvePolicyLocked(topicOwn *policySettings) {
 	ch.q.pol.eff.Store(resolvePolicy(ch.topicName, ch.q.pol.own.Load(), topicOwn, ch.cfg.policyDefaults))
 }
+
+// Policy is the channel's effective policy.
+func (ch *Channel) Policy() ChannelPolicy { return ch.q.policy().channelView() }

@@ -43,9 +43,6 @@ func (a *clientAuth) set(secret string, st *auth.State) {
 	a.mu.Unlock()
 }
 
-// authEnabled reports whether auth servers are configured.
-func (n *NSQD) authEnabled() bool { return n.authClient != nil }
-
 // checkAuthParams: AUTH takes no parameters (checked before its body).
 func checkAuthParams(_ *client, params [][]byte) error {
 	if len(params) != 1 {

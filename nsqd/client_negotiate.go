@@ -225,3 +225,12 @@ func (c *client) offeredFeatures(req *identifyRequest, deflateLevel int) feature
 		deflateLevel: deflateLevel,
 	}
 }
+
+// tlsRequiredErr refuses a TCP command before the TLS upgrade when TLS is
+// required (IDENTIFY, which negotiates it, is always allowed).
+func (c *client) tlsRequiredErr(cmd []byte) error {
+	if c.lim.TLSRequired == TLSNotRequired || c.tr.tlsState.Load() != nil || string(cmd) == "IDENTIFY" {
+		return nil
+	}
+	return wire.NewFatalClientErr("E_INVALID", "cannot %s in current state (TLS required)", cmd)
+}

@@ -1,36 +1,17 @@
 package nsqd
 
 import (
-	"net/http"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/nsqgo/nsq/internal/quantile"
 	"github.com/nsqgo/nsq/internal/version"
 )
-
-// metricsHandler serves GET /metrics: the Prometheus exposition of this
-// daemon's own registry (never the global one, so several daemons in one
-// process, as in tests, stay apart).
-func (n *NSQD) metricsHandler() http.Handler {
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(
-		newNSQDCollector(n),
-		collectors.NewGoCollector(),
-		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-	)
-	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{
-		ErrorHandling: promhttp.ContinueOnError,
-		ErrorLog:      promErrorLog{n},
-	})
-}
 
 type promErrorLog struct{ n *NSQD }
 
@@ -371,10 +352,4 @@ func b2f(b bool) float64 {
 		return 1
 	}
 	return 0
-}
-
-// appendChannels appends the topic's channels, unsorted (a scrape has no
-// use for order, the registry sorts its output).
-func (t *Topic) appendChannels(dst []*Channel) []*Channel {
-	return append(dst, t.channelList()...)
 }

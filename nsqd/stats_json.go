@@ -7,7 +7,6 @@ import (
 	"strconv"
 
 	"github.com/nsqgo/nsq/internal/quantile"
-	"github.com/nsqgo/nsq/internal/version"
 )
 
 // /stats?format=json is written by hand, streamed in chunks as it is made,
@@ -55,61 +54,6 @@ func (e *statsEncoder) flushIfFull() {
 	if len(e.buf) >= statsFlushAt {
 		e.flush()
 	}
-}
-
-// writeStatsJSON writes the /stats document for q to w, using buf (which it
-// returns, perhaps grown, for reuse) as its scratch space.
-func (n *NSQD) writeStatsJSON(w io.Writer, buf []byte, q statsQuery, head statsHead) ([]byte, error) {
-	e := &statsEncoder{w: w, buf: buf[:0]}
-	e.buf = appendKeyString(e.buf, `{"version":`, version.Version)
-	e.buf = appendKeyString(e.buf, `,"health":`, head.health)
-	e.buf = appendKeyInt(e.buf, `,"start_time":`, head.startTime)
-	e.buf = append(e.buf, `,"topics":`...)
-	topics := n.statsTopics(q.topic, q.channel)
-	remote := n.remoteReplicatedStats(topics, q.topic, q.channel)
-	if topics == nil && remote == nil {
-		e.buf = append(e.buf, "null"...)
-	} else {
-		e.buf = append(e.buf, '[')
-		for i, t := range topics {
-			if e.err != nil {
-				break
-			}
-			if i > 0 {
-				e.buf = append(e.buf, ',')
-			}
-			e.topic(n, t, q)
-		}
-		for i := range remote {
-			if i > 0 || len(topics) > 0 {
-				e.buf = append(e.buf, ',')
-			}
-			e.buf = appendTopicJSON(e.buf, &remote[i])
-		}
-		e.buf = append(e.buf, ']')
-	}
-	if head.mem != nil {
-		e.buf = append(e.buf, `,"memory":`...)
-		e.buf = appendJSONValue(e.buf, head.mem)
-	}
-	e.buf = append(e.buf, `,"producers":`...)
-	var producers []ClientStats
-	if q.includeClients {
-		producers = n.producerStats(q.topic)
-	}
-	e.buf = appendClientsJSON(e.buf, producers)
-	e.buf = append(e.buf, `,"memory_limits":`...)
-	e.buf = appendJSONValue(e.buf, head.limits)
-	if head.drain.Draining {
-		e.buf = append(e.buf, `,"draining":true`...)
-	}
-	if head.drain.Remaining != nil {
-		e.buf = append(e.buf, `,"drain_remaining":`...)
-		e.buf = appendJSONValue(e.buf, head.drain.Remaining)
-	}
-	e.buf = append(e.buf, '}')
-	e.flush()
-	return e.buf, e.err
 }
 
 // topic appends one topic with its channels, writing out full chunks as

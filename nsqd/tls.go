@@ -8,8 +8,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-
-	"github.com/nsqgo/nsq/internal/wire"
 )
 
 // TLS client-certificate policies of --tls-client-auth-policy.
@@ -75,35 +73,6 @@ func loadCertPool(path string) (*x509.CertPool, error) {
 		return nil, fmt.Errorf("no certificate found in %s", path)
 	}
 	return pool, nil
-}
-
-// setupTLS applies NSQ's rules: a client-auth policy forces TLS required,
-// and TLS cannot be required without a certificate.
-func (n *NSQD) setupTLS() error {
-	o := n.opts
-	if o.TLSClientAuthPolicy != "" && o.TLSRequired == TLSNotRequired {
-		o.TLSRequired = TLSRequired
-	}
-	var err error
-	if n.tlsConfig, err = buildTLSConfig(o); err != nil {
-		return fmt.Errorf("failed to build TLS config: %w", err)
-	}
-	if n.tlsConfig == nil && o.TLSRequired != TLSNotRequired {
-		return errors.New("cannot require TLS client connections without TLS key and cert")
-	}
-	if n.clientTLSConfig, err = buildClientTLSConfig(o); err != nil {
-		return fmt.Errorf("failed to build client TLS config: %w", err)
-	}
-	return nil
-}
-
-// tlsRequiredErr refuses a TCP command before the TLS upgrade when TLS is
-// required (IDENTIFY, which negotiates it, is always allowed).
-func (c *client) tlsRequiredErr(cmd []byte) error {
-	if c.lim.TLSRequired == TLSNotRequired || c.tr.tlsState.Load() != nil || string(cmd) == "IDENTIFY" {
-		return nil
-	}
-	return wire.NewFatalClientErr("E_INVALID", "cannot %s in current state (TLS required)", cmd)
 }
 
 // tlsRequiredHandler answers every plain-HTTP request when

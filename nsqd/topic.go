@@ -529,3 +529,9 @@ func (t *Topic) spillToDisk() int {
 	}
 	return n
 }
+
+// appendChannels appends the topic's channels, unsorted (a scrape has no
+// use for order, the registry sorts its output).
+func (t *Topic) appendChannels(dst []*Channel) []*Channel {
+	return append(dst, t.channelList()...)
+}

@@ -72,9 +72,6 @@ func (t *Topic) patchChannelPolicy(ch *Channel, patch policyPatch) error {
 // filled in.
 func (t *Topic) Policy() TopicPolicy { return t.q.policy().topicView() }
 
-// Policy is the channel's effective policy.
-func (ch *Channel) Policy() ChannelPolicy { return ch.q.policy().channelView() }
-
 // enforcePolicy applies new policies to what is already queued at once
 // rather than at the next sweep.
 func (t *Topic) enforcePolicy(chans []*Channel) {

@@ -1,0 +1,156 @@
+package nsqd
+
+import (
+	"io"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/nsqgo/nsq/internal/statsdoc"
+	"github.com/nsqgo/nsq/internal/version"
+)
+
+// Stats returns topic (and channel) stats, optionally filtered. As in NSQ,
+// a topic filter naming no topic gives nil ("topics":null), and with a
+// channel filter only the topics that have that channel are listed.
+func (n *NSQD) Stats(topic, channel string, includeClients bool) []TopicStats {
+	var out []TopicStats
+	if topics := n.statsTopics(topic, channel); topics != nil {
+		out = make([]TopicStats, 0, len(topics))
+		for _, t := range topics {
+			out = append(out, t.stats(channel, topic, includeClients))
+		}
+	}
+	return n.replicationStats(out, topic, channel)
+}
+
+// statsTopics lists the topics of this node /stats shows, by name: nil when
+// topic names no topic, and with channel set only those that have that
+// channel.
+func (n *NSQD) statsTopics(topic, channel string) []*Topic {
+	var topics []*Topic
+	if topic == "" {
+		topics = n.Topics()
+	} else if t, ok := n.GetExistingTopic(topic); ok {
+		topics = []*Topic{t}
+	} else {
+		return nil
+	}
+	if channel == "" {
+		return topics
+	}
+	out := topics[:0]
+	for _, t := range topics {
+		if _, ok := t.GetExistingChannel(channel); ok {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// replicationOf is the "replication" object of a topic's stats, nil for a
+// topic that is not replicated.
+func (n *NSQD) replicationOf(topic string) *statsdoc.Replication {
+	r := n.replicated(topic)
+	if r == nil {
+		return nil
+	}
+	st := r.Status(topic)
+	return &st
+}
+
+// remoteReplicatedStats is the stats of the replicated topics that /stats
+// lists besides local (sorted by name): those this node does not hold,
+// from the replicated state (replicationStats).
+func (n *NSQD) remoteReplicatedStats(local []*Topic, topic, channel string) []TopicStats {
+	if n.repl == nil {
+		return nil
+	}
+	all := n.replicationStats(nil, topic, channel)
+	out := all[:0]
+	for _, ts := range all {
+		if _, held := slices.BinarySearchFunc(local, ts.TopicName, func(t *Topic, name string) int {
+			return strings.Compare(t.name, name)
+		}); !held {
+			out = append(out, ts)
+		}
+	}
+	return out
+}
+
+// producerStats lists connected clients that have published; nil when
+// there is none ("producers":null, as in NSQ). topic filters pub_counts.
+func (n *NSQD) producerStats(topic string) []ClientStats {
+	n.clientsMu.Lock()
+	cs := make([]*client, 0, len(n.clients))
+	for _, c := range n.clients {
+		cs = append(cs, c)
+	}
+	n.clientsMu.Unlock()
+	var out []ClientStats
+	for _, c := range cs {
+		c.pubMu.Lock()
+		published := c.pubCounts != nil
+		c.pubMu.Unlock()
+		if published {
+			out = append(out, c.Stats(topic))
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].RemoteAddress < out[j].RemoteAddress })
+	return out
+}
+
+// writeStatsJSON writes the /stats document for q to w, using buf (which it
+// returns, perhaps grown, for reuse) as its scratch space.
+func (n *NSQD) writeStatsJSON(w io.Writer, buf []byte, q statsQuery, head statsHead) ([]byte, error) {
+	e := &statsEncoder{w: w, buf: buf[:0]}
+	e.buf = appendKeyString(e.buf, `{"version":`, version.Version)
+	e.buf = appendKeyString(e.buf, `,"health":`, head.health)
+	e.buf = appendKeyInt(e.buf, `,"start_time":`, head.startTime)
+	e.buf = append(e.buf, `,"topics":`...)
+	topics := n.statsTopics(q.topic, q.channel)
+	remote := n.remoteReplicatedStats(topics, q.topic, q.channel)
+	if topics == nil && remote == nil {
+		e.buf = append(e.buf, "null"...)
+	} else {
+		e.buf = append(e.buf, '[')
+		for i, t := range topics {
+			if e.err != nil {
+				break
+			}
+			if i > 0 {
+				e.buf = append(e.buf, ',')
+			}
+			e.topic(n, t, q)
+		}
+		for i := range remote {
+			if i > 0 || len(topics) > 0 {
+				e.buf = append(e.buf, ',')
+			}
+			e.buf = appendTopicJSON(e.buf, &remote[i])
+		}
+		e.buf = append(e.buf, ']')
+	}
+	if head.mem != nil {
+		e.buf = append(e.buf, `,"memory":`...)
+		e.buf = appendJSONValue(e.buf, head.mem)
+	}
+	e.buf = append(e.buf, `,"producers":`...)
+	var producers []ClientStats
+	if q.includeClients {
+		producers = n.producerStats(q.topic)
+	}
+	e.buf = appendClientsJSON(e.buf, producers)
+	e.buf = append(e.buf, `,"memory_limits":`...)
+	e.buf = appendJSONValue(e.buf, head.limits)
+	if head.drain.Draining {
+		e.buf = append(e.buf, `,"draining":true`...)
+	}
+	if head.drain.Remaining != nil {
+		e.buf = append(e.buf, `,"drain_remaining":`...)
+		e.buf = appendJSONValue(e.buf, head.drain.Remaining)
+	}
+	e.buf = append(e.buf, '}')
+	e.flush()
+	return e.buf, e.err
+}

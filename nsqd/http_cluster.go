@@ -15,7 +15,7 @@ import (
 // this node does not lead either, so forwards never loop.
 func (s *httpServer) replicatedCall(r *http.Request, do func() error) error {
 	if r.Header.Get(replication.ForwardedHeader) != "" && !s.n.repl.IsLeader() {
-		return apiErr(http.StatusServiceUnavailable, "NOT_LEADER")
+		return apiErr(http.StatusServiceUnavailable, replication.NotLeaderCode)
 	}
 	if err := do(); err != nil {
 		return replicationErr(err)
@@ -23,10 +23,14 @@ func (s *httpServer) replicatedCall(r *http.Request, do func() error) error {
 	return nil
 }
 
-// replicationErr is 503 for what a client should retry (no majority, no
-// leader), as NSQ answers 503 for a node that is exiting.
+// replicationErr is the leader's own answer for a call it refused, and
+// 503 for what a client should retry (no majority, no leader), as NSQ
+// answers 503 for a node that is exiting.
 func replicationErr(err error) error {
+	var refused *replication.LeaderError
 	switch {
+	case errors.As(err, &refused):
+		return apiErr(refused.Status, refused.Message)
 	case errors.Is(err, replication.ErrNotCommitted), errors.Is(err, replication.ErrNoLeader):
 		return apiErr(http.StatusServiceUnavailable, "NOT_COMMITTED: "+err.Error())
 	case errors.Is(err, errChannelNotFound):

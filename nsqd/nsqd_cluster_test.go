@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -746,14 +747,18 @@ func TestReplicatedRejectNew(t *testing.T) {
 	waitHeld(t, nodes, topic, "c", "every node holding the 3 accepted messages, and no more", 3)
 }
 
+// memorySampledByHand gives a node a soft memory limit that the test
+// drives (driveMemory) and samples itself.
+func memorySampledByHand(o *Options) {
+	o.MemHardLimit = "1GiB"
+	o.MemoryMonitorInterval = time.Hour
+}
+
 // TestReplicatedPublishOverMemoryLimit: a node over its soft memory limit
 // refuses publishes to a replicated topic as it does to ordinary ones,
 // whether it would forward them or commit them as the leader.
 func TestReplicatedPublishOverMemoryLimit(t *testing.T) {
-	nodes := startTestCluster(t, 3, func(o *Options) {
-		o.MemHardLimit = "1GiB"
-		o.MemoryMonitorInterval = time.Hour // the test samples by hand
-	})
+	nodes := startTestCluster(t, 3, memorySampledByHand)
 	const topic = "memory-bound"
 	createReplicated(t, nodes, nodes[0], nodes[0], topic, "c")
 	leader := leaderOf(t, nodes)
@@ -797,4 +802,113 @@ func TestReplicatedDeadLetterTopic(t *testing.T) {
 	c.expectMsg() // and let it time out
 	waitHeld(t, nodes, topic, "c", "the message gone from its channel on every node", 0)
 	waitHeld(t, nodes, dead, "", "the message on the dead-letter topic on every node", 1)
+}
+
+// leaderOfTopic waits for the node whose /stats says it leads topic.
+func leaderOfTopic(t *testing.T, nodes []*testDaemon, topic string) *testDaemon {
+	t.Helper()
+	var leader *testDaemon
+	testutil.WaitFor(t, "a node leading "+topic, 30*time.Second, func() bool {
+		for _, d := range nodes {
+			for _, ts := range d.Stats(topic, "", false) {
+				if ts.Replication != nil && ts.Replication.Role == "leader" {
+					leader = d
+					return true
+				}
+			}
+		}
+		return false
+	})
+	return leader
+}
+
+// othersThan is nodes without the ones given.
+func othersThan(nodes []*testDaemon, not ...*testDaemon) []*testDaemon {
+	var out []*testDaemon
+	for _, d := range nodes {
+		if !slices.Contains(not, d) {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// TestReplicatedTextMPUBThroughFollower: a text /mpub the leader takes
+// (80 KB of one-byte lines under --max-body-size=100000) is taken through
+// a follower too: the follower must not forward it in a larger encoding.
+// Messages with a newline in them still arrive whole.
+func TestReplicatedTextMPUBThroughFollower(t *testing.T) {
+	nodes := startTestCluster(t, 3, func(o *Options) { o.MaxBodySize = 100000 })
+	const topic = "lines"
+	createReplicated(t, nodes, nodes[0], nodes[0], topic, "c")
+	leader := leaderOfTopic(t, nodes, topic)
+	follower := followerOf(nodes, leader)
+	const lines = 40000
+	batch := strings.Repeat("a\n", lines)
+	leader.mustDo("POST", "/mpub?topic="+topic, batch, 200)
+	follower.mustDo("POST", "/mpub?topic="+topic, batch, 200)
+	testutil.WaitFor(t, "both batches on the leader's channel", 30*time.Second, func() bool {
+		cs, ok := leader.channelStats(topic, "c")
+		return ok && cs.Depth == 2*lines
+	})
+	leader.mustDo("POST", "/channel/empty?topic="+topic+"&channel=c", "", 200)
+
+	want := []string{"two\nlines", "one\r", "last\n"}
+	if err := newProducer(t, follower.tcp).MultiPublish(topic, [][]byte{[]byte(want[0]), []byte(want[1]), []byte(want[2])}); err != nil {
+		t.Fatalf("MPUB through a follower: %v", err)
+	}
+	s := newSink()
+	newConsumer(t, leader.tcp, topic, "c", nsqConfig(), s)
+	testutil.WaitFor(t, "the MPUB's messages consumed", 30*time.Second, func() bool { return s.distinct() == len(want) })
+	if got := s.bodiesSeen(); !s.has(want) {
+		t.Fatalf("consumed %q, want %q", got, want)
+	}
+}
+
+// sameAnswer asserts that a call through a follower gets the leader's
+// answer to the same call, status and body.
+func sameAnswer(t *testing.T, leader, follower *testDaemon, method, path, body string) {
+	t.Helper()
+	lc, lb := leader.do(method, path, body)
+	fc, fb := follower.do(method, path, body)
+	if lc != fc || lb != fb {
+		t.Fatalf("%s %s: the leader answered %d %s, a follower %d %s", method, path, lc, lb, fc, fb)
+	}
+	if lc == 200 {
+		t.Fatalf("%s %s: 200, the test needs a refusal", method, path)
+	}
+}
+
+// TestReplicatedErrorsThroughFollower: what the leader refuses a follower
+// refuses with the leader's status and message: a create over the
+// leader's ordinary topic, publishes to a full channel, publishes while
+// the leader is over its soft memory limit.
+func TestReplicatedErrorsThroughFollower(t *testing.T) {
+	nodes := startTestCluster(t, 3, memorySampledByHand)
+	const topic = "refusing"
+	createReplicated(t, nodes, nodes[0], nodes[0], topic, "c")
+	leader := leaderOfTopic(t, nodes, topic)
+	follower := followerOf(nodes, leader)
+
+	leader.mustDo("POST", "/topic/create?topic=leaders-own", "", 200)
+	sameAnswer(t, leader, follower, "POST", "/topic/create?replicas=3&topic=leaders-own", "")
+
+	follower.mustDo("POST", "/channel/policy?topic="+topic+"&channel=c", `{"max_msgs":1,"overflow":"reject_new"}`, 200)
+	testutil.WaitFor(t, "the policy on the leader's channel", 10*time.Second, func() bool {
+		cs, ok := leader.channelStats(topic, "c")
+		return ok && cs.Policy.Overflow == "reject_new"
+	})
+	follower.mustDo("POST", "/pub?topic="+topic, "fills it", 200)
+	testutil.WaitFor(t, "the leader's channel full", 10*time.Second, func() bool {
+		cs, _ := leader.channelStats(topic, "c")
+		return cs.Depth == 1
+	})
+	sameAnswer(t, leader, follower, "POST", "/pub?topic="+topic, "over")
+	sameAnswer(t, leader, follower, "POST", "/mpub?topic="+topic, "over\nover")
+	follower.mustDo("POST", "/channel/empty?topic="+topic+"&channel=c", "", 200)
+
+	usage := driveMemory(t, leader)
+	usage.Store(leader.guard.limits().Soft + 1)
+	leader.guard.monitor.Check()
+	sameAnswer(t, leader, follower, "POST", "/pub?topic="+topic, "refused")
 }

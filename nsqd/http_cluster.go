@@ -43,7 +43,11 @@ func replicationErr(err error) error {
 
 func (s *httpServer) replicatedPublish(r *http.Request, rep *replication.Node, topic string, bodies [][]byte, deferFor time.Duration) (any, error) {
 	secret := r.Header.Get(AuthSecretHeader)
-	if err := s.replicatedCall(r, func() error { return s.n.publishReplicated(r.Context(), rep, topic, bodies, deferFor, secret) }); err != nil {
+	publish := s.n.publishReplicated
+	if r.Header.Get(replication.ForwardedHeader) != "" {
+		publish = s.n.commitReplicated
+	}
+	if err := s.replicatedCall(r, func() error { return publish(r.Context(), rep, topic, bodies, deferFor, secret) }); err != nil {
 		return nil, err
 	}
 	return "OK", nil

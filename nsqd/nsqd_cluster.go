@@ -88,6 +88,14 @@ func (n *NSQD) publishReplicated(ctx context.Context, r *replication.Node, topic
 	if n.Draining() {
 		return errDraining
 	}
+	return n.commitReplicated(ctx, r, topic, bodies, deferFor, authSecret)
+}
+
+// commitReplicated is publishReplicated without the drain check, for a
+// publish another node forwarded: it is that node's client's, and a
+// draining leader takes it until its hand-over is done, or the topic
+// would refuse publishes everywhere meanwhile.
+func (n *NSQD) commitReplicated(ctx context.Context, r *replication.Node, topic string, bodies [][]byte, deferFor time.Duration, authSecret string) error {
 	if err := n.guard.checkPublish(); err != nil {
 		return err
 	}

@@ -95,8 +95,12 @@ type Node struct {
 	acks   *ackBatcher
 	pubs   *publishGroups
 	http   *forwarder
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	// draining is closed by Drain: this node is about to leave and hands
+	// the leadership over whenever it has it.
+	draining  chan struct{}
+	drainOnce sync.Once
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
 }
 
 // Start opens the log, joins the cluster (bootstrapping it on first start)
@@ -169,7 +173,7 @@ func Start(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	store.log.keep = f.keepIndex
-	n := &Node{cfg: cfg, fsm: f, store: store, trans: trans, notify: notify}
+	n := &Node{cfg: cfg, fsm: f, store: store, trans: trans, notify: notify, draining: make(chan struct{})}
 	n.raft, err = raft.NewRaft(rc, n.fsm, logs, store.stable, snaps, trans)
 	if err != nil {
 		f.close()
@@ -199,10 +203,14 @@ func Start(cfg Config) (*Node, error) {
 	n.acks = newAckBatcher(n)
 	n.pubs = newPublishGroups(n.commit, publishInFlight, publishGroupBytes)
 	n.http = newForwarder(cfg.Timeout, cfg.TLS)
-	n.wg.Add(3)
+	n.wg.Add(4)
 	go func() {
 		defer n.wg.Done()
 		n.watchLeadership(ctx)
+	}()
+	go func() {
+		defer n.wg.Done()
+		n.handOffWhileDraining(ctx)
 	}()
 	go func() {
 		defer n.wg.Done()
@@ -583,6 +591,40 @@ func (n *Node) TransferLeadership(addr string) error {
 		return fmt.Errorf("transferring leadership: %w", err)
 	}
 	return nil
+}
+
+// Drain says this node is about to leave: it hands the leadership over
+// now, and again whenever it is elected later, so that the replicated
+// topics stay writable and their consumers move (through nsqlookupd) to a
+// node that stays. A second call does nothing.
+func (n *Node) Drain() { n.drainOnce.Do(func() { close(n.draining) }) }
+
+// handOffInterval is how often a draining node checks that it does not
+// lead (it may be elected again) and retries a hand-over that failed.
+const handOffInterval = 500 * time.Millisecond
+
+func (n *Node) handOffWhileDraining(ctx context.Context) {
+	select {
+	case <-ctx.Done():
+		return
+	case <-n.draining:
+	}
+	t := time.NewTicker(handOffInterval)
+	defer t.Stop()
+	for {
+		if n.IsLeader() {
+			if err := n.TransferLeadership(""); err != nil {
+				n.cfg.Log.Warn("replication: draining, but the leadership was not handed over; retrying", "err", err)
+			} else {
+				n.cfg.Log.Info("replication: draining: leadership handed over")
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // IsLeader reports whether this node is the Raft leader now (it may not

@@ -58,6 +58,7 @@ func newHTTPServer(n *NSQD) *http.Server {
 	r.Handle("POST", "/topic/policy", v1(s.postTopicPolicy))
 	r.Handle("GET", "/channel/policy", v1(s.getChannelPolicy))
 	r.Handle("POST", "/channel/policy", v1(s.postChannelPolicy))
+	r.Handle("POST", replication.ClaimAnswerPath, v1(s.claimAnswer))
 	r.Handle("GET", "/config/:opt", v1(s.getConfig))
 	r.Handle("PUT", "/config/:opt", v1(s.putConfig))
 
@@ -162,6 +163,10 @@ func publishErr(err error) error {
 	}
 	if errors.Is(err, errQueueFull) {
 		return apiErr(http.StatusServiceUnavailable, "QUEUE_FULL") // reject_new (policy.go)
+	}
+	if errors.Is(err, errNameClaimed) {
+		// Retry: in a moment the name is replicated or free again.
+		return apiErr(http.StatusServiceUnavailable, "NOT_COMMITTED: "+err.Error())
 	}
 	return apiErr(http.StatusInternalServerError, "INTERNAL_ERROR")
 }

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/julienschmidt/httprouter"
+
 	"github.com/nsqgo/nsq/internal/names"
 	"github.com/nsqgo/nsq/internal/replication"
 )
@@ -31,6 +33,8 @@ func replicationErr(err error) error {
 	switch {
 	case errors.As(err, &refused):
 		return apiErr(refused.Status, refused.Message)
+	case errors.Is(err, replication.ErrTopicExists):
+		return apiErr(http.StatusConflict, "TOPIC_EXISTS")
 	case errors.Is(err, replication.ErrNotCommitted), errors.Is(err, replication.ErrNoLeader):
 		return apiErr(http.StatusServiceUnavailable, "NOT_COMMITTED: "+err.Error())
 	case errors.Is(err, errChannelNotFound):
@@ -83,4 +87,19 @@ func (s *httpServer) replicatedAdmin(r *http.Request, topic string, do func(*rep
 		return false, nil
 	}
 	return true, s.replicatedCall(r, func() error { return do(rep) })
+}
+
+// claimAnswer takes another node's answer to a create's claim of a name
+// (replication.ClaimAnswerPath) on the leader.
+func (s *httpServer) claimAnswer(_ http.ResponseWriter, r *http.Request, _ httprouter.Params) (any, error) {
+	if s.n.repl == nil {
+		return nil, apiErr(http.StatusBadRequest, "REPLICATION_DISABLED")
+	}
+	switch err := s.n.repl.ClaimAnswered(r.URL.Query()); {
+	case errors.Is(err, replication.ErrNotLeader):
+		return nil, apiErr(http.StatusServiceUnavailable, replication.NotLeaderCode)
+	case err != nil:
+		return nil, apiErr(http.StatusBadRequest, "INVALID_CLAIM_ANSWER")
+	}
+	return nil, nil
 }

@@ -833,6 +833,134 @@ func othersThan(nodes []*testDaemon, not ...*testDaemon) []*testDaemon {
 	return out
 }
 
+// TestReplicatedCreateOverOrdinaryTopic: a replicated create of a name a
+// follower holds as an ordinary topic is refused on every node with the
+// follower's own answer, 409 TOPIC_EXISTS, and the ordinary topic keeps
+// its messages and its consumers; once it is deleted, the create goes
+// through.
+func TestReplicatedCreateOverOrdinaryTopic(t *testing.T) {
+	nodes := startTestCluster(t, 3)
+	createReplicated(t, nodes, nodes[0], nodes[0], "probe", "c")
+	leader := leaderOfTopic(t, nodes, "probe")
+	holder := followerOf(nodes, leader)
+	const topic = "plain"
+	holder.mustDo("POST", "/topic/create?topic="+topic, "", 200)
+	holder.mustDo("POST", "/channel/create?topic="+topic+"&channel=c", "", 200)
+	for i := range 3 {
+		holder.mustDo("POST", "/pub?topic="+topic, fmt.Sprint("m", i), 200)
+	}
+
+	for _, d := range []*testDaemon{leader, othersThan(nodes, leader, holder)[0], holder} {
+		code, body := d.do("POST", "/topic/create?replicas=3&topic="+topic, "")
+		if code != 409 || body != `{"message":"TOPIC_EXISTS"}` {
+			t.Fatalf("replicated create through %s over %s's ordinary topic: %d %s, want 409 TOPIC_EXISTS",
+				d.opts.ClusterAddress, holder.opts.ClusterAddress, code, body)
+		}
+	}
+	c := dialV2(t, holder.tcp)
+	c.sub(topic, "c")
+	c.send("RDY 3")
+	for i := range 3 {
+		if m := c.expectMsg(); m.body != fmt.Sprint("m", i) {
+			t.Fatalf("message %d of the ordinary topic: %q", i, m.body)
+		}
+	}
+	for _, d := range nodes {
+		if ts := d.Stats(topic, "", false); len(ts) == 1 && ts[0].Replication != nil {
+			t.Fatalf("%s lists %s as replicated", d.opts.ClusterAddress, topic)
+		}
+	}
+
+	c.conn.Close()
+	holder.mustDo("POST", "/topic/delete?topic="+topic, "", 200)
+	createReplicated(t, nodes, leader, holder, topic, "c")
+	holder.mustDo("POST", "/pub?topic="+topic, "replicated", 200)
+	waitHeld(t, nodes, topic, "c", "the replicated topic's publish on every node", 1)
+}
+
+// TestReplicatedCreateNeedsEveryVoter: with a voter down nobody can say
+// whether it holds an ordinary topic of the name, so a create is refused
+// with 503 NOT_COMMITTED, and the name is left free: a node up makes an
+// ordinary topic of it.
+func TestReplicatedCreateNeedsEveryVoter(t *testing.T) {
+	nodes := startTestCluster(t, 3)
+	createReplicated(t, nodes, nodes[0], nodes[0], "probe", "c")
+	leader := leaderOfTopic(t, nodes, "probe")
+	rest := othersThan(nodes, leader)
+	rest[0].stop()
+	const topic = "unanswered"
+	if code, body := leader.do("POST", "/topic/create?replicas=3&topic="+topic, ""); code != 503 || !strings.HasPrefix(body, `{"message":"NOT_COMMITTED`) {
+		t.Fatalf("create with a voter down: %d %s, want 503 NOT_COMMITTED", code, body)
+	}
+	rest[1].mustDo("POST", "/pub?topic="+topic, "ordinary", 200)
+	if ts := rest[1].Stats(topic, "", false); len(ts) != 1 || ts[0].Replication != nil || ts[0].Depth != 1 {
+		t.Fatalf("after the refused create, %s's stats of %s: %+v, want an ordinary topic", rest[1].opts.ClusterAddress, topic, ts)
+	}
+}
+
+// TestReplicatedCreateRacesOrdinaryPublishes: publishes to a new name on
+// one node, starting before, with or after the leader's create of it as
+// a replicated topic. Whichever wins, every publish answered 200 is in one
+// topic: the replicated one if the create succeeded (the node made no
+// ordinary topic), else the node's ordinary one (and the create was
+// refused as TOPIC_EXISTS).
+func TestReplicatedCreateRacesOrdinaryPublishes(t *testing.T) {
+	nodes := startTestCluster(t, 3)
+	createReplicated(t, nodes, nodes[0], nodes[0], "probe", "c")
+	leader := leaderOfTopic(t, nodes, "probe")
+	publisher := followerOf(nodes, leader)
+	outcomes := map[int]int{}
+	for round := range 8 {
+		topic := fmt.Sprint("raced-", round)
+		created := make(chan [2]any, 1)
+		publishFirst := round%2 == 0
+		create := func() {
+			code, body := leader.do("POST", "/topic/create?replicas=3&topic="+topic, "")
+			created <- [2]any{code, body}
+		}
+		if !publishFirst {
+			go create()
+			time.Sleep(time.Duration(round) * 20 * time.Millisecond)
+		}
+		var acked int64
+		var answer [2]any
+		for more := 20; more > 0; {
+			if code, _ := publisher.do("POST", "/pub?topic="+topic, "m"); code == 200 {
+				acked++
+			}
+			if publishFirst && acked == 1 {
+				go create()
+			}
+			select {
+			case answer = <-created:
+				created = nil
+			default:
+				if created == nil {
+					more--
+				}
+			}
+		}
+		outcomes[answer[0].(int)]++
+		switch code, body := answer[0].(int), answer[1].(string); {
+		case code == 200:
+			testutil.WaitFor(t, "every acknowledged publish in the replicated topic", 10*time.Second, func() bool {
+				return held(publisher, topic, "") == int(acked)
+			})
+			if ts := publisher.Stats(topic, "", false); len(ts) != 1 || ts[0].Replication == nil {
+				t.Fatalf("round %d: the create succeeded, and %s has an ordinary topic %s", round, publisher.opts.ClusterAddress, topic)
+			}
+		case code == 409 && body == `{"message":"TOPIC_EXISTS"}`:
+			ts := publisher.Stats(topic, "", false)
+			if len(ts) != 1 || ts[0].Replication != nil || ts[0].Depth != acked {
+				t.Fatalf("round %d: the create was refused; %s's stats %+v, want an ordinary topic of %d messages", round, publisher.opts.ClusterAddress, ts, acked)
+			}
+		default:
+			t.Fatalf("round %d: create %d %s", round, code, body)
+		}
+	}
+	t.Logf("creates answered (status: rounds) %v", outcomes)
+}
+
 // TestReplicatedTextMPUBThroughFollower: a text /mpub the leader takes
 // (80 KB of one-byte lines under --max-body-size=100000) is taken through
 // a follower too: the follower must not forward it in a larger encoding.

@@ -86,15 +86,18 @@ var (
 
 // Node is this daemon's membership of the cluster.
 type Node struct {
-	cfg    Config
-	raft   *raft.Raft
-	fsm    *fsm
-	store  *stores
-	trans  *raft.NetworkTransport
-	notify chan bool
-	acks   *ackBatcher
-	pubs   *publishGroups
-	http   *forwarder
+	cfg      Config
+	raft     *raft.Raft
+	fsm      *fsm
+	store    *stores
+	trans    *raft.NetworkTransport
+	notify   chan bool
+	acks     *ackBatcher
+	pubs     *publishGroups
+	http     *forwarder
+	claims   *claimAnswers    // answers to the claims of creates this node decides
+	answers  chan claimAnswer // this node's answers, to send to the leader
+	creating chan struct{}    // held by the create being decided here
 	// draining is closed by Drain: this node is about to leave and hands
 	// the leadership over whenever it has it.
 	draining  chan struct{}
@@ -173,7 +176,9 @@ func Start(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	store.log.keep = f.keepIndex
-	n := &Node{cfg: cfg, fsm: f, store: store, trans: trans, notify: notify, draining: make(chan struct{})}
+	n := &Node{cfg: cfg, fsm: f, store: store, trans: trans, notify: notify, draining: make(chan struct{}),
+		claims: newClaimAnswers(), answers: make(chan claimAnswer, answerQueue), creating: make(chan struct{}, 1)}
+	f.onClaim = n.onClaim
 	n.raft, err = raft.NewRaft(rc, n.fsm, logs, store.stable, snaps, trans)
 	if err != nil {
 		f.close()
@@ -203,7 +208,11 @@ func Start(cfg Config) (*Node, error) {
 	n.acks = newAckBatcher(n)
 	n.pubs = newPublishGroups(n.commit, publishInFlight, publishGroupBytes)
 	n.http = newForwarder(cfg.Timeout, cfg.TLS)
-	n.wg.Add(4)
+	n.wg.Add(5)
+	go func() {
+		defer n.wg.Done()
+		n.sendAnswers(ctx)
+	}()
 	go func() {
 		defer n.wg.Done()
 		n.watchLeadership(ctx)
@@ -297,6 +306,7 @@ func (n *Node) lead() {
 	if n.raft.State() != raft.Leader {
 		return // the step-down notice is queued behind this one
 	}
+	n.releaseUndecided()
 	n.fsm.activate()
 	n.cfg.Log.Info("replication: leading", "address", n.cfg.Address)
 }
@@ -306,25 +316,36 @@ func (n *Node) lead() {
 // every replicated topic before it serves clients. It reports whether it
 // got there.
 func (n *Node) WaitCaughtUp(ctx context.Context) bool {
-	t := time.NewTicker(20 * time.Millisecond)
+	return pollUntil(ctx, 20*time.Millisecond, func() bool {
+		_, id := n.raft.LeaderWithID()
+		return id != "" && n.raft.AppliedIndex() >= n.raft.CommitIndex()
+	})
+}
+
+// pollUntil checks done every interval until it holds (true) or ctx ends
+// (false).
+func pollUntil(ctx context.Context, every time.Duration, done func() bool) bool {
+	t := time.NewTicker(every)
 	defer t.Stop()
-	for {
-		if _, id := n.raft.LeaderWithID(); id != "" && n.raft.AppliedIndex() >= n.raft.CommitIndex() {
-			return true
-		}
+	for !done() {
 		select {
 		case <-ctx.Done():
 			return false
 		case <-t.C:
 		}
 	}
+	return true
 }
 
 // Learn is for a node about to make an ordinary topic called topic: it
 // asks the leader whether topic is replicated and, if it is, waits (within
 // ctx) until this node has applied its creation, and reports true. Without
-// a reachable leader it reports false: ordinary topics stay available.
+// a reachable leader it reports false: ordinary topics stay available. A
+// name claimed by a create being decided is waited for first.
 func (n *Node) Learn(ctx context.Context, topic string) bool {
+	if !n.waitDecided(ctx, topic) {
+		return false
+	}
 	if n.Replicas(topic) > 0 {
 		return true
 	}
@@ -335,16 +356,7 @@ func (n *Node) Learn(ctx context.Context, topic string) bool {
 	if !ok || !n.http.replicatedAt(ctx, l, topic) {
 		return false
 	}
-	t := time.NewTicker(10 * time.Millisecond)
-	defer t.Stop()
-	for n.Replicas(topic) == 0 {
-		select {
-		case <-ctx.Done():
-			return false
-		case <-t.C:
-		}
-	}
-	return true
+	return pollUntil(ctx, 10*time.Millisecond, func() bool { return n.Replicas(topic) > 0 })
 }
 
 // Replicas is the topic's replica count; 0 means it is not replicated.
@@ -406,13 +418,16 @@ func (n *Node) Publish(ctx context.Context, topic string, bodies [][]byte, defer
 	})
 }
 
-// CreateTopic creates a replicated topic (idempotent).
+// CreateTopic creates a replicated topic (idempotent). It is refused with
+// ErrTopicExists when a node has an ordinary topic of the name, and with
+// ErrNotCommitted when a voter cannot say whether it has one.
 func (n *Node) CreateTopic(ctx context.Context, topic string, replicas int) error {
 	if replicas > len(n.cfg.Peers) {
 		return fmt.Errorf("replicas=%d but the cluster has %d voters", replicas, len(n.cfg.Peers))
 	}
-	e := &entry{op: opCreateTopic, topic: topic, replicas: replicas}
-	return n.submitEntry(ctx, e, func(ctx context.Context, l NodeInfo) error {
+	return n.submit(ctx, func(ctx context.Context) error {
+		return n.createClaimed(ctx, topic, replicas)
+	}, func(ctx context.Context, l NodeInfo) error {
 		return n.http.call(ctx, l, "/topic/create", "topic", topic, "replicas", fmt.Sprint(replicas))
 	})
 }
@@ -537,15 +552,22 @@ func (n *Node) submit(ctx context.Context, local func(context.Context) error, fo
 
 // commit applies an encoded entry: on a majority within the timeout.
 func (n *Node) commit(data []byte) error {
-	err := n.raft.Apply(data, n.cfg.Timeout).Error()
+	_, err := n.commitIndex(data)
+	return err
+}
+
+// commitIndex is commit that also says the entry's raft index.
+func (n *Node) commitIndex(data []byte) (uint64, error) {
+	f := n.raft.Apply(data, n.cfg.Timeout)
+	err := f.Error()
 	switch {
 	case err == nil:
-		return nil
+		return f.Index(), nil
 	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost), errors.Is(err, raft.ErrEnqueueTimeout),
 		errors.Is(err, raft.ErrLeadershipTransferInProgress), errors.Is(err, raft.ErrRaftShutdown):
-		return fmt.Errorf("%w: %v", ErrNotCommitted, err)
+		return 0, fmt.Errorf("%w: %v", ErrNotCommitted, err)
 	default:
-		return err
+		return 0, err
 	}
 }
 

@@ -37,7 +37,7 @@ func replicationErr(err error) error {
 		return apiErr(http.StatusConflict, "TOPIC_EXISTS")
 	case errors.Is(err, replication.ErrNotCommitted), errors.Is(err, replication.ErrNoLeader):
 		return apiErr(http.StatusServiceUnavailable, "NOT_COMMITTED: "+err.Error())
-	case errors.Is(err, errChannelNotFound):
+	case errors.Is(err, replication.ErrChannelNotFound):
 		return apiErr(http.StatusNotFound, "CHANNEL_NOT_FOUND")
 	case errors.Is(err, errDraining), errors.Is(err, errMemoryLimit), errors.Is(err, errQueueFull):
 		return publishErr(err)

@@ -1040,3 +1040,43 @@ func TestReplicatedErrorsThroughFollower(t *testing.T) {
 	leader.guard.monitor.Check()
 	sameAnswer(t, leader, follower, "POST", "/pub?topic="+topic, "refused")
 }
+
+// TestReplicatedChannelCallsLikeOrdinary: a call on a replicated topic's
+// channel that is missing, or names no channel, gets the answer the same
+// call on an ordinary topic gets (404 CHANNEL_NOT_FOUND, 400
+// MISSING_ARG_CHANNEL), on the leader and through a follower, and
+// changes nothing: a channel pause without a channel does not pause the
+// topic.
+func TestReplicatedChannelCallsLikeOrdinary(t *testing.T) {
+	nodes := startTestCluster(t, 3)
+	const topic = "replicated-channels"
+	createReplicated(t, nodes, nodes[0], nodes[0], topic, "c")
+	leader := leaderOfTopic(t, nodes, topic)
+	follower := followerOf(nodes, leader)
+	for _, d := range []*testDaemon{leader, follower} {
+		d.mustDo("POST", "/topic/create?topic=ordinary", "", 200)
+		d.mustDo("POST", "/channel/create?topic=ordinary&channel=c", "", 200)
+		for _, call := range []struct{ path, body string }{
+			{"/channel/pause?channel=nope&topic=", ""},
+			{"/channel/unpause?channel=nope&topic=", ""},
+			{"/channel/delete?channel=nope&topic=", ""},
+			{"/channel/empty?channel=nope&topic=", ""},
+			{"/channel/policy?channel=nope&topic=", `{"max_msgs":1}`},
+			{"/channel/pause?topic=", ""},
+			{"/channel/policy?topic=", `{"max_msgs":1}`},
+		} {
+			oc, ob := d.do("POST", call.path+"ordinary", call.body)
+			rc, rb := d.do("POST", call.path+topic, call.body)
+			if oc == 200 || rc != oc || rb != ob {
+				t.Fatalf("POST %s on %s: an ordinary topic answers %d %s, the replicated one %d %s",
+					call.path, d.opts.ClusterAddress, oc, ob, rc, rb)
+			}
+		}
+	}
+	waitHeld(t, nodes, topic, "c", "every node knows the channel", 0)
+	for _, d := range nodes {
+		if ts := d.topicStats(topic); ts.Paused || len(ts.Channels) != 1 || ts.Channels[0].Paused {
+			t.Fatalf("%s: the replicated topic changed: %+v", d.opts.ClusterAddress, ts)
+		}
+	}
+}

@@ -82,6 +82,8 @@ var (
 	ErrNoLeader     = errors.New("no replication leader reachable")
 	ErrNotLeader    = errors.New("not the replication leader")
 	ErrNotCommitted = errors.New("not committed on a majority")
+	// ErrChannelNotFound refuses a call on a channel the topic lacks.
+	ErrChannelNotFound = errors.New("channel not found")
 )
 
 // Node is this daemon's membership of the cluster.
@@ -528,9 +530,17 @@ func (n *Node) Empty(ctx context.Context, topic, channel string) error {
 }
 
 // submitEntry commits e when this node leads, or hands the call to the
-// leader.
+// leader. An entry on one of the topic's channels, but for its creation,
+// needs the channel: the leader, whose state has every acknowledged
+// creation, refuses it with ErrChannelNotFound rather than commit an
+// entry that changes nothing.
 func (n *Node) submitEntry(ctx context.Context, e *entry, forward func(context.Context, NodeInfo) error) error {
-	return n.submit(ctx, func(context.Context) error { return n.commit(e.encode()) }, forward)
+	return n.submit(ctx, func(context.Context) error {
+		if e.channel != "" && e.op != opCreateChannel && !n.HasChannel(e.topic, e.channel) {
+			return ErrChannelNotFound
+		}
+		return n.commit(e.encode())
+	}, forward)
 }
 
 // submit runs local when this node leads, or hands the call to the leader.

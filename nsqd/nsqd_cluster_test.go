@@ -920,7 +920,7 @@ func TestReplicatedCreateRacesOrdinaryPublishes(t *testing.T) {
 		}
 		if !publishFirst {
 			go create()
-			time.Sleep(time.Duration(round) * 20 * time.Millisecond)
+			time.Sleep(time.Duration(round) * 2 * time.Millisecond) // into the decision, or after it
 		}
 		var acked int64
 		var answer [2]any

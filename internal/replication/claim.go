@@ -155,6 +155,13 @@ func (n *Node) createClaimed(ctx context.Context, topic string, replicas int) er
 	if err != nil {
 		return err
 	}
+	// Followers learn that the claim is committed from the leader's next
+	// message, a heartbeat (100 ms) unless an entry goes first: a barrier
+	// is one, so they apply and answer the claim a round trip from now.
+	if err := n.raft.Barrier(n.cfg.Timeout).Error(); err != nil {
+		n.release(topic, claim)
+		return fmt.Errorf("%w: %v", ErrNotCommitted, err)
+	}
 	// Half the call's time for the answers leaves the other half for the
 	// decision, within the timeout of a follower that forwarded the call.
 	holders, silent := n.claims.wait(ctx, w, claim, n.cfg.Peers, time.Now().Add(n.cfg.Timeout/2))

@@ -175,6 +175,9 @@ func (n *Node) createClaimed(ctx context.Context, topic string, replicas int) er
 		return fmt.Errorf("%w: %s did not say whether it has an ordinary topic %s", ErrNotCommitted, strings.Join(silent, ", "), topic)
 	}
 	if err := n.commit((&entry{op: opCreateTopic, topic: topic, replicas: replicas, claim: claim}).encode()); err != nil {
+		// If the create commits after all, it goes first and the release
+		// changes nothing; else the name is free again.
+		n.release(topic, claim)
 		return err
 	}
 	if n.Replicas(topic) == 0 {

@@ -45,19 +45,20 @@ func newHTTPServer(n *NSQD) *http.Server {
 	r.Handle("POST", "/topic/create", v1(s.topicCreate))
 	r.Handle("POST", "/topic/delete", v1(s.topicDelete))
 	r.Handle("POST", "/topic/empty", v1(s.topicEmpty))
-	r.Handle("POST", "/topic/pause", v1(s.setPaused(true, s.pausableTopic)))
-	r.Handle("POST", "/topic/unpause", v1(s.setPaused(false, s.pausableTopic)))
+	r.Handle("POST", "/topic/pause", v1(s.setPaused(true, false)))
+	r.Handle("POST", "/topic/unpause", v1(s.setPaused(false, false)))
 	r.Handle("POST", "/channel/create", v1(s.channelCreate))
 	r.Handle("POST", "/channel/delete", v1(s.channelDelete))
 	r.Handle("POST", "/channel/empty", v1(s.channelEmpty))
-	r.Handle("POST", "/channel/pause", v1(s.setPaused(true, s.pausableChannel)))
-	r.Handle("POST", "/channel/unpause", v1(s.setPaused(false, s.pausableChannel)))
+	r.Handle("POST", "/channel/pause", v1(s.setPaused(true, true)))
+	r.Handle("POST", "/channel/unpause", v1(s.setPaused(false, true)))
 	r.Handle("GET", "/topic/peek", v1(s.topicPeek))
 	r.Handle("GET", "/channel/peek", v1(s.channelPeek))
 	r.Handle("GET", "/topic/policy", v1(s.getTopicPolicy))
 	r.Handle("POST", "/topic/policy", v1(s.postTopicPolicy))
 	r.Handle("GET", "/channel/policy", v1(s.getChannelPolicy))
 	r.Handle("POST", "/channel/policy", v1(s.postChannelPolicy))
+	r.Handle("POST", replication.ClaimAnswerPath, v1(s.claimAnswer))
 	r.Handle("GET", "/config/:opt", v1(s.getConfig))
 	r.Handle("PUT", "/config/:opt", v1(s.putConfig))
 
@@ -162,6 +163,10 @@ func publishErr(err error) error {
 	}
 	if errors.Is(err, errQueueFull) {
 		return apiErr(http.StatusServiceUnavailable, "QUEUE_FULL") // reject_new (policy.go)
+	}
+	if errors.Is(err, errNameClaimed) {
+		// Retry: in a moment the name is replicated or free again.
+		return apiErr(http.StatusServiceUnavailable, "NOT_COMMITTED: "+err.Error())
 	}
 	return apiErr(http.StatusInternalServerError, "INTERNAL_ERROR")
 }
@@ -435,12 +440,23 @@ type pausable interface {
 	UnPause()
 }
 
-// setPaused pauses or unpauses what find names and persists it at once.
-func (s *httpServer) setPaused(pause bool, find func(*http.Request) (pausable, error)) httpapi.Handler {
+// setPaused pauses or unpauses the topic or channel the query names and
+// persists it at once.
+func (s *httpServer) setPaused(pause, forChannel bool) httpapi.Handler {
+	find := s.pausableTopic
+	if forChannel {
+		find = s.pausableChannel
+	}
 	return func(_ http.ResponseWriter, r *http.Request, _ httprouter.Params) (any, error) {
-		q := r.URL.Query()
-		if handled, err := s.replicatedAdmin(r, q.Get("topic"), func(rep *replication.Node) error {
-			return rep.Pause(r.Context(), q.Get("topic"), q.Get("channel"), pause)
+		topic, channel := r.URL.Query().Get("topic"), ""
+		if forChannel {
+			var err error
+			if topic, channel, err = s.channelArgs(r); err != nil {
+				return nil, err
+			}
+		}
+		if handled, err := s.replicatedAdmin(r, topic, func(rep *replication.Node) error {
+			return rep.Pause(r.Context(), topic, channel, pause)
 		}); handled {
 			return nil, err
 		}
@@ -553,9 +569,6 @@ func (s *httpServer) channelDelete(_ http.ResponseWriter, r *http.Request, _ htt
 func (s *httpServer) channelEmpty(_ http.ResponseWriter, r *http.Request, _ httprouter.Params) (any, error) {
 	if topic, channel, err := s.channelArgs(r); err == nil {
 		if handled, err := s.replicatedAdmin(r, topic, func(rep *replication.Node) error {
-			if !rep.HasChannel(topic, channel) {
-				return errChannelNotFound
-			}
 			return rep.Empty(r.Context(), topic, channel)
 		}); handled {
 			return nil, err

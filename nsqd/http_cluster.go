@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/julienschmidt/httprouter"
+
 	"github.com/nsqgo/nsq/internal/names"
 	"github.com/nsqgo/nsq/internal/replication"
 )
@@ -15,7 +17,7 @@ import (
 // this node does not lead either, so forwards never loop.
 func (s *httpServer) replicatedCall(r *http.Request, do func() error) error {
 	if r.Header.Get(replication.ForwardedHeader) != "" && !s.n.repl.IsLeader() {
-		return apiErr(http.StatusServiceUnavailable, "NOT_LEADER")
+		return apiErr(http.StatusServiceUnavailable, replication.NotLeaderCode)
 	}
 	if err := do(); err != nil {
 		return replicationErr(err)
@@ -23,13 +25,19 @@ func (s *httpServer) replicatedCall(r *http.Request, do func() error) error {
 	return nil
 }
 
-// replicationErr is 503 for what a client should retry (no majority, no
-// leader), as NSQ answers 503 for a node that is exiting.
+// replicationErr is the leader's own answer for a call it refused, and
+// 503 for what a client should retry (no majority, no leader), as NSQ
+// answers 503 for a node that is exiting.
 func replicationErr(err error) error {
+	var refused *replication.LeaderError
 	switch {
+	case errors.As(err, &refused):
+		return apiErr(refused.Status, refused.Message)
+	case errors.Is(err, replication.ErrTopicExists):
+		return apiErr(http.StatusConflict, "TOPIC_EXISTS")
 	case errors.Is(err, replication.ErrNotCommitted), errors.Is(err, replication.ErrNoLeader):
 		return apiErr(http.StatusServiceUnavailable, "NOT_COMMITTED: "+err.Error())
-	case errors.Is(err, errChannelNotFound):
+	case errors.Is(err, replication.ErrChannelNotFound):
 		return apiErr(http.StatusNotFound, "CHANNEL_NOT_FOUND")
 	case errors.Is(err, errDraining), errors.Is(err, errMemoryLimit), errors.Is(err, errQueueFull):
 		return publishErr(err)
@@ -39,7 +47,11 @@ func replicationErr(err error) error {
 
 func (s *httpServer) replicatedPublish(r *http.Request, rep *replication.Node, topic string, bodies [][]byte, deferFor time.Duration) (any, error) {
 	secret := r.Header.Get(AuthSecretHeader)
-	if err := s.replicatedCall(r, func() error { return s.n.publishReplicated(r.Context(), rep, topic, bodies, deferFor, secret) }); err != nil {
+	publish := s.n.publishReplicated
+	if r.Header.Get(replication.ForwardedHeader) != "" {
+		publish = s.n.commitReplicated
+	}
+	if err := s.replicatedCall(r, func() error { return publish(r.Context(), rep, topic, bodies, deferFor, secret) }); err != nil {
 		return nil, err
 	}
 	return "OK", nil
@@ -75,4 +87,19 @@ func (s *httpServer) replicatedAdmin(r *http.Request, topic string, do func(*rep
 		return false, nil
 	}
 	return true, s.replicatedCall(r, func() error { return do(rep) })
+}
+
+// claimAnswer takes another node's answer to a create's claim of a name
+// (replication.ClaimAnswerPath) on the leader.
+func (s *httpServer) claimAnswer(_ http.ResponseWriter, r *http.Request, _ httprouter.Params) (any, error) {
+	if s.n.repl == nil {
+		return nil, apiErr(http.StatusBadRequest, "REPLICATION_DISABLED")
+	}
+	switch err := s.n.repl.ClaimAnswered(r.URL.Query()); {
+	case errors.Is(err, replication.ErrNotLeader):
+		return nil, apiErr(http.StatusServiceUnavailable, replication.NotLeaderCode)
+	case err != nil:
+		return nil, apiErr(http.StatusBadRequest, "INVALID_CLAIM_ANSWER")
+	}
+	return nil, nil
 }

@@ -89,13 +89,14 @@ func (s *httpServer) postChannelPolicy(_ http.ResponseWriter, r *http.Request, _
 // the resulting policy where this node has the queue (it leads), else
 // empty.
 func (s *httpServer) replicatedPolicy(r *http.Request, forChannel bool) (handled bool, resp any, err error) {
-	q := r.URL.Query()
-	topic, channel := q.Get("topic"), ""
-	if forChannel {
-		channel = q.Get("channel")
-	}
+	topic, channel := r.URL.Query().Get("topic"), ""
 	if s.n.replicated(topic) == nil {
 		return false, nil, nil
+	}
+	if forChannel {
+		if _, channel, err = s.channelArgs(r); err != nil {
+			return true, nil, err
+		}
 	}
 	body, err := readPolicyBody(r)
 	if err != nil {

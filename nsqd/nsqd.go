@@ -421,10 +421,12 @@ func (n *NSQD) getTopic(name string, notify bool) (*Topic, error) {
 		n.mu.Unlock()
 		return nil, errDraining
 	}
-	if notify && n.isReplicated(name) {
+	if notify {
 		// Only the leader has a local copy, made by the replication layer.
-		n.mu.Unlock()
-		return nil, errNotLeader
+		if err := n.claimedErr(name); err != nil {
+			n.mu.Unlock()
+			return nil, err
+		}
 	}
 	t, err := newTopic(name, n.qcfg, topicHooks{
 		channelCreated:  n.onChannelCreated,
@@ -492,6 +494,7 @@ func (n *NSQD) deleteTopic(name string, only *Topic) error {
 var (
 	errTopicNotFound = errors.New("topic not found")
 	errNotLeader     = errors.New("topic is replicated and this node does not lead it")
+	errNameClaimed   = errors.New("topic is being created as a replicated topic")
 )
 
 // Topics returns every topic sorted by name.

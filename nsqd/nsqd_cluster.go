@@ -88,6 +88,14 @@ func (n *NSQD) publishReplicated(ctx context.Context, r *replication.Node, topic
 	if n.Draining() {
 		return errDraining
 	}
+	return n.commitReplicated(ctx, r, topic, bodies, deferFor, authSecret)
+}
+
+// commitReplicated is publishReplicated without the drain check, for a
+// publish another node forwarded: it is that node's client's, and a
+// draining leader takes it until its hand-over is done, or the topic
+// would refuse publishes everywhere meanwhile.
+func (n *NSQD) commitReplicated(ctx context.Context, r *replication.Node, topic string, bodies [][]byte, deferFor time.Duration, authSecret string) error {
 	if err := n.guard.checkPublish(); err != nil {
 		return err
 	}
@@ -131,6 +139,22 @@ func (n *NSQD) replicatedTopic(name string) *replication.Node {
 		return n.repl
 	}
 	return nil
+}
+
+// claimedErr is why this node may not make an ordinary topic of name: it
+// is replicated, or a create of a replicated topic is deciding on it. It
+// is called under NSQD.mu, which a topic is made under and which
+// clusterHost.HoldsOrdinary takes too: an ordinary topic made before this
+// node applied a create's claim is seen by the claim's answer, and none
+// is made after.
+func (n *NSQD) claimedErr(name string) error {
+	switch {
+	case n.repl == nil || !n.repl.Claimed(name):
+		return nil
+	case n.repl.Replicas(name) > 0:
+		return errNotLeader
+	}
+	return errNameClaimed
 }
 
 // isReplicated reports whether topic is a replicated topic (its local copy
@@ -225,6 +249,13 @@ func (h clusterHost) Drop(topic string) error {
 		return err
 	}
 	return nil
+}
+
+// HoldsOrdinary reports whether the node has an ordinary topic of that
+// name, not the leader's copy of a replicated one.
+func (h clusterHost) HoldsOrdinary(topic string) bool {
+	t, ok := h.n.GetExistingTopic(topic)
+	return ok && t.repl.Load() == nil
 }
 
 func (h clusterHost) Deliver(topic string, msgs []replication.Message) error {

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -746,14 +747,18 @@ func TestReplicatedRejectNew(t *testing.T) {
 	waitHeld(t, nodes, topic, "c", "every node holding the 3 accepted messages, and no more", 3)
 }
 
+// memorySampledByHand gives a node a soft memory limit that the test
+// drives (driveMemory) and samples itself.
+func memorySampledByHand(o *Options) {
+	o.MemHardLimit = "1GiB"
+	o.MemoryMonitorInterval = time.Hour
+}
+
 // TestReplicatedPublishOverMemoryLimit: a node over its soft memory limit
 // refuses publishes to a replicated topic as it does to ordinary ones,
 // whether it would forward them or commit them as the leader.
 func TestReplicatedPublishOverMemoryLimit(t *testing.T) {
-	nodes := startTestCluster(t, 3, func(o *Options) {
-		o.MemHardLimit = "1GiB"
-		o.MemoryMonitorInterval = time.Hour // the test samples by hand
-	})
+	nodes := startTestCluster(t, 3, memorySampledByHand)
 	const topic = "memory-bound"
 	createReplicated(t, nodes, nodes[0], nodes[0], topic, "c")
 	leader := leaderOf(t, nodes)
@@ -797,4 +802,281 @@ func TestReplicatedDeadLetterTopic(t *testing.T) {
 	c.expectMsg() // and let it time out
 	waitHeld(t, nodes, topic, "c", "the message gone from its channel on every node", 0)
 	waitHeld(t, nodes, dead, "", "the message on the dead-letter topic on every node", 1)
+}
+
+// leaderOfTopic waits for the node whose /stats says it leads topic.
+func leaderOfTopic(t *testing.T, nodes []*testDaemon, topic string) *testDaemon {
+	t.Helper()
+	var leader *testDaemon
+	testutil.WaitFor(t, "a node leading "+topic, 30*time.Second, func() bool {
+		for _, d := range nodes {
+			for _, ts := range d.Stats(topic, "", false) {
+				if ts.Replication != nil && ts.Replication.Role == "leader" {
+					leader = d
+					return true
+				}
+			}
+		}
+		return false
+	})
+	return leader
+}
+
+// othersThan is nodes without the ones given.
+func othersThan(nodes []*testDaemon, not ...*testDaemon) []*testDaemon {
+	var out []*testDaemon
+	for _, d := range nodes {
+		if !slices.Contains(not, d) {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// TestReplicatedCreateOverOrdinaryTopic: a replicated create of a name a
+// follower holds as an ordinary topic is refused on every node with the
+// follower's own answer, 409 TOPIC_EXISTS, and the ordinary topic keeps
+// its messages and its consumers; once it is deleted, the create goes
+// through.
+func TestReplicatedCreateOverOrdinaryTopic(t *testing.T) {
+	nodes := startTestCluster(t, 3)
+	createReplicated(t, nodes, nodes[0], nodes[0], "probe", "c")
+	leader := leaderOfTopic(t, nodes, "probe")
+	holder := followerOf(nodes, leader)
+	const topic = "plain"
+	holder.mustDo("POST", "/topic/create?topic="+topic, "", 200)
+	holder.mustDo("POST", "/channel/create?topic="+topic+"&channel=c", "", 200)
+	for i := range 3 {
+		holder.mustDo("POST", "/pub?topic="+topic, fmt.Sprint("m", i), 200)
+	}
+
+	for _, d := range []*testDaemon{leader, othersThan(nodes, leader, holder)[0], holder} {
+		code, body := d.do("POST", "/topic/create?replicas=3&topic="+topic, "")
+		if code != 409 || body != `{"message":"TOPIC_EXISTS"}` {
+			t.Fatalf("replicated create through %s over %s's ordinary topic: %d %s, want 409 TOPIC_EXISTS",
+				d.opts.ClusterAddress, holder.opts.ClusterAddress, code, body)
+		}
+	}
+	c := dialV2(t, holder.tcp)
+	c.sub(topic, "c")
+	c.send("RDY 3")
+	for i := range 3 {
+		if m := c.expectMsg(); m.body != fmt.Sprint("m", i) {
+			t.Fatalf("message %d of the ordinary topic: %q", i, m.body)
+		}
+	}
+	for _, d := range nodes {
+		if ts := d.Stats(topic, "", false); len(ts) == 1 && ts[0].Replication != nil {
+			t.Fatalf("%s lists %s as replicated", d.opts.ClusterAddress, topic)
+		}
+	}
+
+	c.conn.Close()
+	holder.mustDo("POST", "/topic/delete?topic="+topic, "", 200)
+	createReplicated(t, nodes, leader, holder, topic, "c")
+	holder.mustDo("POST", "/pub?topic="+topic, "replicated", 200)
+	waitHeld(t, nodes, topic, "c", "the replicated topic's publish on every node", 1)
+}
+
+// TestReplicatedCreateNeedsEveryVoter: with a voter down nobody can say
+// whether it holds an ordinary topic of the name, so a create is refused
+// with 503 NOT_COMMITTED, and the name is left free: a node up makes an
+// ordinary topic of it.
+func TestReplicatedCreateNeedsEveryVoter(t *testing.T) {
+	nodes := startTestCluster(t, 3)
+	createReplicated(t, nodes, nodes[0], nodes[0], "probe", "c")
+	leader := leaderOfTopic(t, nodes, "probe")
+	rest := othersThan(nodes, leader)
+	rest[0].stop()
+	const topic = "unanswered"
+	if code, body := leader.do("POST", "/topic/create?replicas=3&topic="+topic, ""); code != 503 || !strings.HasPrefix(body, `{"message":"NOT_COMMITTED`) {
+		t.Fatalf("create with a voter down: %d %s, want 503 NOT_COMMITTED", code, body)
+	}
+	rest[1].mustDo("POST", "/pub?topic="+topic, "ordinary", 200)
+	if ts := rest[1].Stats(topic, "", false); len(ts) != 1 || ts[0].Replication != nil || ts[0].Depth != 1 {
+		t.Fatalf("after the refused create, %s's stats of %s: %+v, want an ordinary topic", rest[1].opts.ClusterAddress, topic, ts)
+	}
+}
+
+// TestReplicatedCreateRacesOrdinaryPublishes: publishes to a new name on
+// one node, starting before, with or after the leader's create of it as
+// a replicated topic. Whichever wins, every publish answered 200 is in one
+// topic: the replicated one if the create succeeded (the node made no
+// ordinary topic), else the node's ordinary one (and the create was
+// refused as TOPIC_EXISTS).
+func TestReplicatedCreateRacesOrdinaryPublishes(t *testing.T) {
+	nodes := startTestCluster(t, 3)
+	createReplicated(t, nodes, nodes[0], nodes[0], "probe", "c")
+	leader := leaderOfTopic(t, nodes, "probe")
+	publisher := followerOf(nodes, leader)
+	outcomes := map[int]int{}
+	for round := range 8 {
+		topic := fmt.Sprint("raced-", round)
+		created := make(chan [2]any, 1)
+		publishFirst := round%2 == 0
+		create := func() {
+			code, body := leader.do("POST", "/topic/create?replicas=3&topic="+topic, "")
+			created <- [2]any{code, body}
+		}
+		if !publishFirst {
+			go create()
+			time.Sleep(time.Duration(round) * 2 * time.Millisecond) // into the decision, or after it
+		}
+		var acked int64
+		var answer [2]any
+		for more := 20; more > 0; {
+			if code, _ := publisher.do("POST", "/pub?topic="+topic, "m"); code == 200 {
+				acked++
+			}
+			if publishFirst && acked == 1 {
+				go create()
+			}
+			select {
+			case answer = <-created:
+				created = nil
+			default:
+				if created == nil {
+					more--
+				}
+			}
+		}
+		outcomes[answer[0].(int)]++
+		switch code, body := answer[0].(int), answer[1].(string); {
+		case code == 200:
+			testutil.WaitFor(t, "every acknowledged publish in the replicated topic", 10*time.Second, func() bool {
+				return held(publisher, topic, "") == int(acked)
+			})
+			if ts := publisher.Stats(topic, "", false); len(ts) != 1 || ts[0].Replication == nil {
+				t.Fatalf("round %d: the create succeeded, and %s has an ordinary topic %s", round, publisher.opts.ClusterAddress, topic)
+			}
+		case code == 409 && body == `{"message":"TOPIC_EXISTS"}`:
+			ts := publisher.Stats(topic, "", false)
+			if len(ts) != 1 || ts[0].Replication != nil || ts[0].Depth != acked {
+				t.Fatalf("round %d: the create was refused; %s's stats %+v, want an ordinary topic of %d messages", round, publisher.opts.ClusterAddress, ts, acked)
+			}
+		default:
+			t.Fatalf("round %d: create %d %s", round, code, body)
+		}
+	}
+	t.Logf("creates answered (status: rounds) %v", outcomes)
+}
+
+// TestReplicatedTextMPUBThroughFollower: a text /mpub the leader takes
+// (80 KB of one-byte lines under --max-body-size=100000) is taken through
+// a follower too: the follower must not forward it in a larger encoding.
+// Messages with a newline in them still arrive whole.
+func TestReplicatedTextMPUBThroughFollower(t *testing.T) {
+	nodes := startTestCluster(t, 3, func(o *Options) { o.MaxBodySize = 100000 })
+	const topic = "lines"
+	createReplicated(t, nodes, nodes[0], nodes[0], topic, "c")
+	leader := leaderOfTopic(t, nodes, topic)
+	follower := followerOf(nodes, leader)
+	const lines = 40000
+	batch := strings.Repeat("a\n", lines)
+	leader.mustDo("POST", "/mpub?topic="+topic, batch, 200)
+	follower.mustDo("POST", "/mpub?topic="+topic, batch, 200)
+	testutil.WaitFor(t, "both batches on the leader's channel", 30*time.Second, func() bool {
+		cs, ok := leader.channelStats(topic, "c")
+		return ok && cs.Depth == 2*lines
+	})
+	leader.mustDo("POST", "/channel/empty?topic="+topic+"&channel=c", "", 200)
+
+	want := []string{"two\nlines", "one\r", "last\n"}
+	if err := newProducer(t, follower.tcp).MultiPublish(topic, [][]byte{[]byte(want[0]), []byte(want[1]), []byte(want[2])}); err != nil {
+		t.Fatalf("MPUB through a follower: %v", err)
+	}
+	s := newSink()
+	newConsumer(t, leader.tcp, topic, "c", nsqConfig(), s)
+	testutil.WaitFor(t, "the MPUB's messages consumed", 30*time.Second, func() bool { return s.distinct() == len(want) })
+	if got := s.bodiesSeen(); !s.has(want) {
+		t.Fatalf("consumed %q, want %q", got, want)
+	}
+}
+
+// sameAnswer asserts that a call through a follower gets the leader's
+// answer to the same call, status and body.
+func sameAnswer(t *testing.T, leader, follower *testDaemon, method, path, body string) {
+	t.Helper()
+	lc, lb := leader.do(method, path, body)
+	fc, fb := follower.do(method, path, body)
+	if lc != fc || lb != fb {
+		t.Fatalf("%s %s: the leader answered %d %s, a follower %d %s", method, path, lc, lb, fc, fb)
+	}
+	if lc == 200 {
+		t.Fatalf("%s %s: 200, the test needs a refusal", method, path)
+	}
+}
+
+// TestReplicatedErrorsThroughFollower: what the leader refuses a follower
+// refuses with the leader's status and message: a create over the
+// leader's ordinary topic, publishes to a full channel, publishes while
+// the leader is over its soft memory limit.
+func TestReplicatedErrorsThroughFollower(t *testing.T) {
+	nodes := startTestCluster(t, 3, memorySampledByHand)
+	const topic = "refusing"
+	createReplicated(t, nodes, nodes[0], nodes[0], topic, "c")
+	leader := leaderOfTopic(t, nodes, topic)
+	follower := followerOf(nodes, leader)
+
+	leader.mustDo("POST", "/topic/create?topic=leaders-own", "", 200)
+	sameAnswer(t, leader, follower, "POST", "/topic/create?replicas=3&topic=leaders-own", "")
+
+	follower.mustDo("POST", "/channel/policy?topic="+topic+"&channel=c", `{"max_msgs":1,"overflow":"reject_new"}`, 200)
+	testutil.WaitFor(t, "the policy on the leader's channel", 10*time.Second, func() bool {
+		cs, ok := leader.channelStats(topic, "c")
+		return ok && cs.Policy.Overflow == "reject_new"
+	})
+	follower.mustDo("POST", "/pub?topic="+topic, "fills it", 200)
+	testutil.WaitFor(t, "the leader's channel full", 10*time.Second, func() bool {
+		cs, _ := leader.channelStats(topic, "c")
+		return cs.Depth == 1
+	})
+	sameAnswer(t, leader, follower, "POST", "/pub?topic="+topic, "over")
+	sameAnswer(t, leader, follower, "POST", "/mpub?topic="+topic, "over\nover")
+	follower.mustDo("POST", "/channel/empty?topic="+topic+"&channel=c", "", 200)
+
+	usage := driveMemory(t, leader)
+	usage.Store(leader.guard.limits().Soft + 1)
+	leader.guard.monitor.Check()
+	sameAnswer(t, leader, follower, "POST", "/pub?topic="+topic, "refused")
+}
+
+// TestReplicatedChannelCallsLikeOrdinary: a call on a replicated topic's
+// channel that is missing, or names no channel, gets the answer the same
+// call on an ordinary topic gets (404 CHANNEL_NOT_FOUND, 400
+// MISSING_ARG_CHANNEL), on the leader and through a follower, and
+// changes nothing: a channel pause without a channel does not pause the
+// topic.
+func TestReplicatedChannelCallsLikeOrdinary(t *testing.T) {
+	nodes := startTestCluster(t, 3)
+	const topic = "replicated-channels"
+	createReplicated(t, nodes, nodes[0], nodes[0], topic, "c")
+	leader := leaderOfTopic(t, nodes, topic)
+	follower := followerOf(nodes, leader)
+	for _, d := range []*testDaemon{leader, follower} {
+		d.mustDo("POST", "/topic/create?topic=ordinary", "", 200)
+		d.mustDo("POST", "/channel/create?topic=ordinary&channel=c", "", 200)
+		for _, call := range []struct{ path, body string }{
+			{"/channel/pause?channel=nope&topic=", ""},
+			{"/channel/unpause?channel=nope&topic=", ""},
+			{"/channel/delete?channel=nope&topic=", ""},
+			{"/channel/empty?channel=nope&topic=", ""},
+			{"/channel/policy?channel=nope&topic=", `{"max_msgs":1}`},
+			{"/channel/pause?topic=", ""},
+			{"/channel/policy?topic=", `{"max_msgs":1}`},
+		} {
+			oc, ob := d.do("POST", call.path+"ordinary", call.body)
+			rc, rb := d.do("POST", call.path+topic, call.body)
+			if oc == 200 || rc != oc || rb != ob {
+				t.Fatalf("POST %s on %s: an ordinary topic answers %d %s, the replicated one %d %s",
+					call.path, d.opts.ClusterAddress, oc, ob, rc, rb)
+			}
+		}
+	}
+	waitHeld(t, nodes, topic, "c", "every node knows the channel", 0)
+	for _, d := range nodes {
+		if ts := d.topicStats(topic); ts.Paused || len(ts.Channels) != 1 || ts.Channels[0].Paused {
+			t.Fatalf("%s: the replicated topic changed: %+v", d.opts.ClusterAddress, ts)
+		}
+	}
 }

@@ -48,7 +48,8 @@ func (n *NSQD) Draining() bool { return n.life.draining.Load() }
 // Drain starts a drain; a second call does nothing. From now on publishes
 // and new topics and channels are refused, nsqlookupd is told this node is
 // draining (so it stops offering it to publishers but still to consumers),
-// and Done is closed once nothing remains.
+// a cluster node hands the leadership of the replicated topics over, and
+// Done is closed once nothing remains.
 func (n *NSQD) Drain() {
 	if n.exiting() || !n.life.draining.CompareAndSwap(false, true) {
 		return
@@ -58,6 +59,9 @@ func (n *NSQD) Drain() {
 		"topics", rem.Topics, "channels", rem.Channels, "depth", rem.Depth,
 		"in_flight", rem.InFlight, "deferred", rem.Deferred)
 	n.announceIdentity()
+	if n.repl != nil {
+		n.repl.Drain()
+	}
 	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()
@@ -113,11 +117,14 @@ func (n *NSQD) watchDrain() {
 // DrainRemaining is what a drain still has to deliver.
 type DrainRemaining = statsdoc.DrainRemaining
 
-// DrainRemaining counts what the node holds, from the same numbers /stats
-// shows.
+// DrainRemaining counts what the node's own queues hold, from the same
+// numbers /stats shows. A replicated topic that /stats lists from the
+// replicated state (this node does not lead it) is not counted: the
+// other nodes hold it too, so this node can leave without it.
 func (n *NSQD) DrainRemaining() DrainRemaining {
 	var r DrainRemaining
-	for _, ts := range n.Stats("", "", false) {
+	for _, t := range n.Topics() {
+		ts := t.stats("", "", false)
 		r.Topics++
 		r.Depth += ts.Depth
 		for _, cs := range ts.Channels {
@@ -126,8 +133,6 @@ func (n *NSQD) DrainRemaining() DrainRemaining {
 			r.InFlight += int64(cs.InFlightCount)
 			r.Deferred += int64(cs.DeferredCount)
 		}
-	}
-	for _, t := range n.Topics() {
 		for _, ch := range t.Channels() {
 			if ch.spillInTransit() {
 				r.SpillingChannels++

@@ -706,3 +706,63 @@ func TestClusterRandomFaults(t *testing.T) {
 	stopPublishing()
 	l.waitConsumed(t)
 }
+
+// TestClusterLeaderDrains: PUT /config/drain on the leader while a go-nsq
+// consumer (through nsqlookupd) holds a message: the leader hands the
+// leadership over, so publishes through every other node are taken; the
+// consumer, once it has finished the held message, moves to the new
+// leader, which delivers the new ones; the drained node exits 0 by
+// itself, though a channel nobody consumes still holds every message on
+// the others.
+func TestClusterLeaderDrains(t *testing.T) {
+	c := startCluster(t, 3)
+	const topic = "drained"
+	c.createTopic(0, topic, "c")
+	c.postUntilOK(0, "/channel/create?topic="+topic+"&channel=unread", "")
+	c.postUntilOK(0, "/pub?topic="+topic, "held")
+	l := newLedger()
+	l.ack("held")
+	old := c.leader(topic)
+
+	holding := make(chan *nsq.Message, 1)
+	c.consume(topic, "c", nsq.HandlerFunc(func(m *nsq.Message) error {
+		if string(m.Body) == "held" && m.Attempts == 1 {
+			m.DisableAutoResponse()
+			holding <- m
+		}
+		return l.HandleMessage(m)
+	}))
+	var held *nsq.Message
+	select {
+	case held = <-holding:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the consumer got nothing within 30s")
+	}
+	if code, body := httpCall(t, "PUT", "http://"+c.nodes[old].http+"/config/drain", ""); code != http.StatusOK {
+		t.Fatalf("PUT /config/drain on the leader: %d %s", code, body)
+	}
+
+	for i := range c.nodes {
+		if i != old {
+			body := fmt.Sprint("after-", i)
+			c.postUntilOK(i, "/pub?topic="+topic, body)
+			l.ack(body)
+		}
+	}
+	if now := c.leader(topic); now == old {
+		t.Fatalf("node %d still leads after its drain began", old)
+	}
+	// go-nsq moves to another nsqd only once the messages in flight on the
+	// closed connection are answered.
+	held.Finish()
+	l.waitConsumed(t)
+	select {
+	case err := <-c.nodes[old].exited:
+		c.nodes[old].cmd = nil
+		if err != nil {
+			t.Fatalf("the drained node exited with %v, want status 0", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the drained node did not exit by itself within 30s")
+	}
+}

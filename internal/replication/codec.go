@@ -23,6 +23,11 @@ const (
 	opPolicy // a queue policy patch of a topic (channel empty) or a channel
 	opTouch  // in-flight deadlines moved by TOUCH
 	opEmpty  // a topic's backlog (channel empty) or a channel emptied
+	// opClaim reserves a name while a create asks every node whether it
+	// holds an ordinary topic of it; opRelease ends a claim the create was
+	// refused under (or that a new leader found undecided).
+	opClaim
+	opRelease
 )
 
 // ack names one message of a channel in a FIN, REQ or TOUCH batch; due is
@@ -50,12 +55,16 @@ type entry struct {
 	tcp      string
 	api      string
 	policy   []byte // the patch, as POSTed to /topic/policy or /channel/policy
+	// claim is the raft index of the name's claim that a create takes
+	// effect under, or that a release ends; 0 in a create written before
+	// claims, which takes effect unconditionally.
+	claim uint64
 }
 
 // entryVersion is the first byte of every entry, so that the format can
 // change without misreading old logs. Version 2 added REQ's and TOUCH's
-// attempts; version 1 entries are still read.
-const entryVersion = 2
+// attempts, version 3 a create's claim; older entries are still read.
+const entryVersion = 3
 
 func (e *entry) encode() []byte {
 	size := 32 + len(e.topic) + len(e.channel)
@@ -70,6 +79,9 @@ func (e *entry) encode() []byte {
 	switch e.op {
 	case opCreateTopic:
 		b = binary.AppendUvarint(b, uint64(e.replicas))
+		b = binary.AppendUvarint(b, e.claim)
+	case opRelease:
+		b = binary.AppendUvarint(b, e.claim)
 	case opPause:
 		b = append(b, boolByte(e.paused))
 	case opPublish:
@@ -188,7 +200,12 @@ func decodeEntry(data []byte) (*entry, error) {
 	switch e.op {
 	case opCreateTopic:
 		e.replicas = int(d.uvarint())
-	case opDeleteTopic, opCreateChannel, opDeleteChannel, opEmpty:
+		if version >= 3 {
+			e.claim = d.uvarint()
+		}
+	case opRelease:
+		e.claim = d.uvarint()
+	case opDeleteTopic, opCreateChannel, opDeleteChannel, opEmpty, opClaim:
 	case opPause:
 		e.paused = d.byte() == 1
 	case opPublish:

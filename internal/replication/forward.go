@@ -17,7 +17,7 @@ import (
 )
 
 // ForwardedHeader marks a call one node forwarded to the leader; a node
-// that gets one and does not lead answers ErrNotLeader instead of
+// that gets one and does not lead answers NotLeaderCode instead of
 // forwarding it again.
 const ForwardedHeader = "X-Nsq-Replication-Forwarded"
 
@@ -55,23 +55,44 @@ func newForwarder(timeout time.Duration, tlsConfig *tls.Config) *forwarder {
 
 func (f *forwarder) publish(ctx context.Context, l NodeInfo, topic string, bodies [][]byte, deferFor time.Duration) error {
 	q := url.Values{"topic": {topic}}
-	var body []byte
-	path := "/pub"
 	if len(bodies) == 1 {
-		body = bodies[0]
 		if deferFor > 0 {
 			q.Set("defer", strconv.FormatInt(deferFor.Milliseconds(), 10))
 		}
-	} else {
-		path = "/mpub"
-		q.Set("binary", "true")
-		body = binary.BigEndian.AppendUint32(nil, uint32(len(bodies)))
-		for _, b := range bodies {
-			body = binary.BigEndian.AppendUint32(body, uint32(len(b)))
-			body = append(body, b...)
-		}
+		return f.post(ctx, l, "/pub", q, bodies[0])
 	}
-	return f.post(ctx, l, path, q, body)
+	body, bin := encodeMPUB(bodies)
+	if bin {
+		q.Set("binary", "true")
+	}
+	return f.post(ctx, l, "/mpub", q, body)
+}
+
+// encodeMPUB is an /mpub body for bodies: one message a line when none
+// has a newline, else the binary format. Lines are the smaller encoding
+// (a byte of overhead a message against four, and no count), so the
+// forwarded body is never larger than the one the publisher sent, and a
+// batch the leader's --max-body-size takes is taken through any node.
+func encodeMPUB(bodies [][]byte) (body []byte, bin bool) {
+	size, text := 0, true
+	for _, b := range bodies {
+		size += len(b) + 1
+		text = text && len(b) > 0 && bytes.IndexByte(b, '\n') < 0
+	}
+	if text {
+		body = make([]byte, 0, size)
+		for _, b := range bodies {
+			body = append(append(body, b...), '\n')
+		}
+		return body, false
+	}
+	body = make([]byte, 0, 4+size+3*len(bodies))
+	body = binary.BigEndian.AppendUint32(body, uint32(len(bodies)))
+	for _, b := range bodies {
+		body = binary.BigEndian.AppendUint32(body, uint32(len(b)))
+		body = append(body, b...)
+	}
+	return body, true
 }
 
 // replicatedAt asks the node at l whether topic is replicated, from its
@@ -131,13 +152,41 @@ func (f *forwarder) post(ctx context.Context, l NodeInfo, path string, q url.Val
 		return fmt.Errorf("%w: forwarding to %s: %v", ErrNoLeader, l.API, err)
 	}
 	defer resp.Body.Close()
-	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-	switch {
-	case resp.StatusCode == http.StatusOK:
+	return leaderAnswer(l, resp)
+}
+
+// NotLeaderCode is the answer (with HTTP 503) of a node that got a
+// forwarded call and does not lead.
+const NotLeaderCode = "NOT_LEADER"
+
+// LeaderError is the leader's refusal of a call this node forwarded to
+// it: its HTTP status and NSQ message, for this node to answer in turn, so
+// that a client gets through any node what the leader would answer it.
+type LeaderError struct {
+	Status  int
+	Message string
+}
+
+func (e *LeaderError) Error() string { return e.Message }
+
+// leaderAnswer is what the answer to a forwarded call means: nil for a
+// 200; ErrNoLeader when the node called no longer leads (a retry finds
+// the next leader); else the leader's refusal as a LeaderError. Every
+// forwarded call's answer goes through here.
+func leaderAnswer(l NodeInfo, resp *http.Response) error {
+	if resp.StatusCode == http.StatusOK {
 		return nil
-	case resp.StatusCode == http.StatusServiceUnavailable:
-		return fmt.Errorf("%w: leader %s answered %s", ErrNotCommitted, l.API, bytes.TrimSpace(msg))
-	default:
-		return fmt.Errorf("leader %s answered %d %s", l.API, resp.StatusCode, bytes.TrimSpace(msg))
 	}
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	msg := string(bytes.TrimSpace(b))
+	var v1 struct {
+		Message string `json:"message"`
+	}
+	if json.Unmarshal(b, &v1) == nil && v1.Message != "" {
+		msg = v1.Message
+	}
+	if resp.StatusCode == http.StatusServiceUnavailable && msg == NotLeaderCode {
+		return fmt.Errorf("%w: %s no longer leads", ErrNoLeader, l.API)
+	}
+	return &LeaderError{Status: resp.StatusCode, Message: msg}
 }

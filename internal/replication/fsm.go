@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"sync"
@@ -37,6 +38,11 @@ type Host interface {
 	// Policy applies a queue policy patch to a topic (channel "") or a
 	// channel.
 	Policy(topic, channel string, patch []byte) error
+	// HoldsOrdinary reports whether the daemon has an ordinary topic of
+	// that name. Unlike the others it is called on every node, leading or
+	// not, when a create claims the name; the name is claimed by then, so
+	// the daemon makes no such topic afterwards (Node.Claimed).
+	HoldsOrdinary(topic string) bool
 }
 
 // fsm applies committed entries to the state and, while this node leads,
@@ -46,8 +52,9 @@ type fsm struct {
 	host Host
 	log  *slog.Logger
 	// namesFile keeps the replicated topics' names (and replica counts)
-	// across restarts, so that a node knows them before it has caught up
-	// with the log and never takes one for an ordinary topic.
+	// and the claimed names across restarts, so that a node knows them
+	// before it has caught up with the log and never takes one for an
+	// ordinary topic.
 	namesFile string
 	dir       string // for spill files
 	bodies    bodyReader
@@ -74,7 +81,11 @@ type fsm struct {
 	// bodies from.
 	pins map[*snapshot]uint64
 
-	replicated atomic.Pointer[map[string]int] // topic → replicas; read per publish
+	// replicated is topic → replicas, read per publish; a claimed name
+	// (state.claims) is in it with 0 replicas.
+	replicated atomic.Pointer[map[string]int]
+	// onClaim hears, on the local worker, every claim this node applies.
+	onClaim func(topic string, index uint64)
 }
 
 // newFSM makes the state machine of a node whose data directory is dir;
@@ -135,10 +146,13 @@ func (f *fsm) Apply(l *raft.Log) any {
 	}
 	f.applyMu.Lock()
 	f.mu.Lock()
-	created := e.op == opCreateTopic && f.st.topics[e.topic] == nil
+	existed := f.st.topics[e.topic] != nil
 	f.st.apply(l.Index, e)
+	created := e.op == opCreateTopic && !existed && f.st.topics[e.topic] != nil
+	claimed := e.op == opClaim && f.st.claims[e.topic] == l.Index
 	var names map[string]int
-	if e.op == opCreateTopic || e.op == opDeleteTopic {
+	switch e.op {
+	case opCreateTopic, opDeleteTopic, opClaim, opRelease:
 		names = f.publishTopicsLocked()
 	}
 	var mirror func() error
@@ -153,6 +167,9 @@ func (f *fsm) Apply(l *raft.Log) any {
 	}
 	f.applyMu.Unlock()
 	f.removeSpills(unused)
+	if claimed && f.onClaim != nil {
+		f.local <- func() { f.onClaim(e.topic, l.Index) }
+	}
 	if mirror != nil {
 		f.local <- func() {
 			if err := mirror(); err != nil {
@@ -203,7 +220,10 @@ func (f *fsm) mirrorLocked(index uint64, e *entry) func() error {
 // publishTopicsLocked makes the state's topic names the ones publishes
 // see, and returns them for saveNames.
 func (f *fsm) publishTopicsLocked() map[string]int {
-	m := make(map[string]int, len(f.st.topics))
+	m := make(map[string]int, len(f.st.topics)+len(f.st.claims))
+	for name := range f.st.claims {
+		m[name] = 0
+	}
 	for name, t := range f.st.topics {
 		m[name] = t.replicas
 	}
@@ -225,6 +245,27 @@ func (f *fsm) saveNames(names map[string]int) {
 
 // replicas is the topic's replica count, 0 for a topic not replicated.
 func (f *fsm) replicas(topic string) int { return (*f.replicated.Load())[topic] }
+
+// claimed reports whether the name is a replicated topic or claimed by a
+// create being decided.
+func (f *fsm) claimed(topic string) bool {
+	_, ok := (*f.replicated.Load())[topic]
+	return ok
+}
+
+// claimsNow is the state's claims, by name.
+func (f *fsm) claimsNow() map[string]uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return maps.Clone(f.st.claims)
+}
+
+// claimOf is the raft index of the name's claim, 0 when it has none.
+func (f *fsm) claimOf(topic string) uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.st.claims[topic]
+}
 
 // activate loads every replicated topic into the local queues; from then
 // on committed entries are mirrored there. It returns once they are

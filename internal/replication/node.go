@@ -84,21 +84,30 @@ var (
 	ErrNoLeader     = errors.New("no replication leader reachable")
 	ErrNotLeader    = errors.New("not the replication leader")
 	ErrNotCommitted = errors.New("not committed on a majority")
+	// ErrChannelNotFound refuses a call on a channel the topic lacks.
+	ErrChannelNotFound = errors.New("channel not found")
 )
 
 // Node is this daemon's membership of the cluster.
 type Node struct {
-	cfg    Config
-	raft   *raft.Raft
-	fsm    *fsm
-	store  *stores
-	trans  *raft.NetworkTransport
-	notify chan bool
-	acks   *ackBatcher
-	pubs   *publishGroups
-	http   *forwarder
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	cfg      Config
+	raft     *raft.Raft
+	fsm      *fsm
+	store    *stores
+	trans    *raft.NetworkTransport
+	notify   chan bool
+	acks     *ackBatcher
+	pubs     *publishGroups
+	http     *forwarder
+	claims   *claimAnswers    // answers to the claims of creates this node decides
+	answers  chan claimAnswer // this node's answers, to send to the leader
+	creating chan struct{}    // held by the create being decided here
+	// draining is closed by Drain: this node is about to leave and hands
+	// the leadership over whenever it has it.
+	draining  chan struct{}
+	drainOnce sync.Once
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
 }
 
 // Start opens the log, joins the cluster (bootstrapping it on first start)
@@ -171,7 +180,9 @@ func Start(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	store.log.keep = f.keepIndex
-	n := &Node{cfg: cfg, fsm: f, store: store, trans: trans, notify: notify}
+	n := &Node{cfg: cfg, fsm: f, store: store, trans: trans, notify: notify, draining: make(chan struct{}),
+		claims: newClaimAnswers(), answers: make(chan claimAnswer, answerQueue), creating: make(chan struct{}, 1)}
+	f.onClaim = n.onClaim
 	n.raft, err = raft.NewRaft(rc, n.fsm, logs, store.stable, snaps, trans)
 	if err != nil {
 		f.close()
@@ -201,10 +212,18 @@ func Start(cfg Config) (*Node, error) {
 	n.acks = newAckBatcher(n)
 	n.pubs = newPublishGroups(n.commit, publishInFlight, publishGroupBytes)
 	n.http = newForwarder(cfg.Timeout, cfg.TLS)
-	n.wg.Add(3)
+	n.wg.Add(5)
+	go func() {
+		defer n.wg.Done()
+		n.sendAnswers(ctx)
+	}()
 	go func() {
 		defer n.wg.Done()
 		n.watchLeadership(ctx)
+	}()
+	go func() {
+		defer n.wg.Done()
+		n.handOffWhileDraining(ctx)
 	}()
 	go func() {
 		defer n.wg.Done()
@@ -291,6 +310,7 @@ func (n *Node) lead() {
 	if n.raft.State() != raft.Leader {
 		return // the step-down notice is queued behind this one
 	}
+	n.releaseUndecided()
 	n.fsm.activate()
 	n.cfg.Log.Info("replication: leading", "address", n.cfg.Address)
 }
@@ -300,25 +320,36 @@ func (n *Node) lead() {
 // every replicated topic before it serves clients. It reports whether it
 // got there.
 func (n *Node) WaitCaughtUp(ctx context.Context) bool {
-	t := time.NewTicker(20 * time.Millisecond)
+	return pollUntil(ctx, 20*time.Millisecond, func() bool {
+		_, id := n.raft.LeaderWithID()
+		return id != "" && n.raft.AppliedIndex() >= n.raft.CommitIndex()
+	})
+}
+
+// pollUntil checks done every interval until it holds (true) or ctx ends
+// (false).
+func pollUntil(ctx context.Context, every time.Duration, done func() bool) bool {
+	t := time.NewTicker(every)
 	defer t.Stop()
-	for {
-		if _, id := n.raft.LeaderWithID(); id != "" && n.raft.AppliedIndex() >= n.raft.CommitIndex() {
-			return true
-		}
+	for !done() {
 		select {
 		case <-ctx.Done():
 			return false
 		case <-t.C:
 		}
 	}
+	return true
 }
 
 // Learn is for a node about to make an ordinary topic called topic: it
 // asks the leader whether topic is replicated and, if it is, waits (within
 // ctx) until this node has applied its creation, and reports true. Without
-// a reachable leader it reports false: ordinary topics stay available.
+// a reachable leader it reports false: ordinary topics stay available. A
+// name claimed by a create being decided is waited for first.
 func (n *Node) Learn(ctx context.Context, topic string) bool {
+	if !n.waitDecided(ctx, topic) {
+		return false
+	}
 	if n.Replicas(topic) > 0 {
 		return true
 	}
@@ -329,16 +360,7 @@ func (n *Node) Learn(ctx context.Context, topic string) bool {
 	if !ok || !n.http.replicatedAt(ctx, l, topic) {
 		return false
 	}
-	t := time.NewTicker(10 * time.Millisecond)
-	defer t.Stop()
-	for n.Replicas(topic) == 0 {
-		select {
-		case <-ctx.Done():
-			return false
-		case <-t.C:
-		}
-	}
-	return true
+	return pollUntil(ctx, 10*time.Millisecond, func() bool { return n.Replicas(topic) > 0 })
 }
 
 // Replicas is the topic's replica count; 0 means it is not replicated.
@@ -395,13 +417,16 @@ func (n *Node) Publish(ctx context.Context, topic string, bodies [][]byte, defer
 	})
 }
 
-// CreateTopic creates a replicated topic (idempotent).
+// CreateTopic creates a replicated topic (idempotent). It is refused with
+// ErrTopicExists when a node has an ordinary topic of the name, and with
+// ErrNotCommitted when a voter cannot say whether it has one.
 func (n *Node) CreateTopic(ctx context.Context, topic string, replicas int) error {
 	if replicas > len(n.cfg.Peers) {
 		return fmt.Errorf("replicas=%d but the cluster has %d voters", replicas, len(n.cfg.Peers))
 	}
-	e := &entry{op: opCreateTopic, topic: topic, replicas: replicas}
-	return n.submitEntry(ctx, e, func(ctx context.Context, l NodeInfo) error {
+	return n.submit(ctx, func(ctx context.Context) error {
+		return n.createClaimed(ctx, topic, replicas)
+	}, func(ctx context.Context, l NodeInfo) error {
 		return n.http.call(ctx, l, "/topic/create", "topic", topic, "replicas", fmt.Sprint(replicas))
 	})
 }
@@ -502,9 +527,17 @@ func (n *Node) Empty(ctx context.Context, topic, channel string) error {
 }
 
 // submitEntry commits e when this node leads, or hands the call to the
-// leader.
+// leader. An entry on one of the topic's channels, but for its creation,
+// needs the channel: the leader, whose state has every acknowledged
+// creation, refuses it with ErrChannelNotFound rather than commit an
+// entry that changes nothing.
 func (n *Node) submitEntry(ctx context.Context, e *entry, forward func(context.Context, NodeInfo) error) error {
-	return n.submit(ctx, func(context.Context) error { return n.commit(e.encode()) }, forward)
+	return n.submit(ctx, func(context.Context) error {
+		if e.channel != "" && e.op != opCreateChannel && !n.HasChannel(e.topic, e.channel) {
+			return ErrChannelNotFound
+		}
+		return n.commit(e.encode())
+	}, forward)
 }
 
 // submit runs local when this node leads, or hands the call to the leader.
@@ -526,15 +559,22 @@ func (n *Node) submit(ctx context.Context, local func(context.Context) error, fo
 
 // commit applies an encoded entry: on a majority within the timeout.
 func (n *Node) commit(data []byte) error {
-	err := n.raft.Apply(data, n.cfg.Timeout).Error()
+	_, err := n.commitIndex(data)
+	return err
+}
+
+// commitIndex is commit that also says the entry's raft index.
+func (n *Node) commitIndex(data []byte) (uint64, error) {
+	f := n.raft.Apply(data, n.cfg.Timeout)
+	err := f.Error()
 	switch {
 	case err == nil:
-		return nil
+		return f.Index(), nil
 	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost), errors.Is(err, raft.ErrEnqueueTimeout),
 		errors.Is(err, raft.ErrLeadershipTransferInProgress), errors.Is(err, raft.ErrRaftShutdown):
-		return fmt.Errorf("%w: %v", ErrNotCommitted, err)
+		return 0, fmt.Errorf("%w: %v", ErrNotCommitted, err)
 	default:
-		return err
+		return 0, err
 	}
 }
 
@@ -580,6 +620,40 @@ func (n *Node) TransferLeadership(addr string) error {
 		return fmt.Errorf("transferring leadership: %w", err)
 	}
 	return nil
+}
+
+// Drain says this node is about to leave: it hands the leadership over
+// now, and again whenever it is elected later, so that the replicated
+// topics stay writable and their consumers move (through nsqlookupd) to a
+// node that stays. A second call does nothing.
+func (n *Node) Drain() { n.drainOnce.Do(func() { close(n.draining) }) }
+
+// handOffInterval is how often a draining node checks that it does not
+// lead (it may be elected again) and retries a hand-over that failed.
+const handOffInterval = 500 * time.Millisecond
+
+func (n *Node) handOffWhileDraining(ctx context.Context) {
+	select {
+	case <-ctx.Done():
+		return
+	case <-n.draining:
+	}
+	t := time.NewTicker(handOffInterval)
+	defer t.Stop()
+	for {
+		if n.IsLeader() {
+			if err := n.TransferLeadership(""); err != nil {
+				n.cfg.Log.Warn("replication: draining, but the leadership was not handed over; retrying", "err", err)
+			} else {
+				n.cfg.Log.Info("replication: draining: leadership handed over")
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // IsLeader reports whether this node is the Raft leader now (it may not

@@ -16,7 +16,7 @@ import (
 // A snapshot is written as a stream, so that neither taking nor restoring
 // one holds the bodies in memory:
 //
-//	version byte (2)
+//	version byte (3)
 //	nodes:  count, then (cluster address, tcp, http)
 //	topics: count, then each topic:
 //	  name, replicas, paused, policies
@@ -27,9 +27,11 @@ import (
 //	      1 holds all, 2 a bitset (8-byte words) of the ones it no longer holds
 //	    bodies of messages some holder has: (offset+1, body)…, then 0
 //	  per holder: what REQ or TOUCH said: count, then (seq, due, attempts)
+//	claims: count, then (name, raft index)
 //
-// Integers are varints; strings and bodies are length-prefixed.
-const snapshotVersion = 2
+// Integers are varints; strings and bodies are length-prefixed. Version 2,
+// without claims, is still read.
+const snapshotVersion = 3
 
 const (
 	heldNone byte = iota
@@ -40,6 +42,7 @@ const (
 type snapshot struct {
 	f      *fsm
 	nodes  map[string]NodeInfo
+	claims map[string]uint64
 	topics []snapTopic
 	files  []*spillFile // kept open and on disk until Release
 }
@@ -80,7 +83,7 @@ func snapHolderOf(h *holder) snapHolder {
 func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	s := &snapshot{f: f, nodes: maps.Clone(f.st.nodes)}
+	s := &snapshot{f: f, nodes: maps.Clone(f.st.nodes), claims: maps.Clone(f.st.claims)}
 	var keep uint64
 	files := map[*spillFile]bool{}
 	for _, name := range f.st.topicNames() {
@@ -175,6 +178,11 @@ func (s *snapshot) write(w *streamWriter) error {
 		if w.err != nil {
 			return w.err
 		}
+	}
+	w.uvarint(uint64(len(s.claims)))
+	for _, name := range sortedKeys(s.claims) {
+		w.string(name)
+		w.uvarint(s.claims[name])
 	}
 	return w.err
 }
@@ -282,8 +290,9 @@ func (f *fsm) Restore(r io.ReadCloser) error {
 }
 
 func readSnapshot(r *streamReader, spill *spillWriter) (*state, error) {
-	if v := r.byte(); r.err == nil && v != snapshotVersion {
-		return nil, fmt.Errorf("snapshot version %d not known", v)
+	version := r.byte()
+	if r.err == nil && version != 2 && version != snapshotVersion {
+		return nil, fmt.Errorf("snapshot version %d not known", version)
 	}
 	st := newState()
 	for range r.count() {
@@ -319,6 +328,12 @@ func readSnapshot(r *streamReader, spill *spillWriter) (*state, error) {
 			return nil, r.err
 		}
 		st.topics[name] = t
+	}
+	if version >= 3 {
+		for range r.count() {
+			name := r.string()
+			st.claims[name] = r.uvarint()
+		}
 	}
 	if r.err != nil {
 		return nil, r.err

@@ -103,13 +103,18 @@ type NodeInfo struct {
 type state struct {
 	topics map[string]*topicState
 	nodes  map[string]NodeInfo // by cluster address
+	// claims is the names a create is deciding on, each with the raft
+	// index of its claim. No node makes an ordinary topic of a claimed
+	// name, and a create takes effect only under the claim it was decided
+	// on: once that is released, the create is refused.
+	claims map[string]uint64
 	// unused collects spill files no batch refers to any more, for the
 	// fsm to release (and delete) outside its lock.
 	unused []*spillFile
 }
 
 func newState() *state {
-	return &state{topics: make(map[string]*topicState), nodes: make(map[string]NodeInfo)}
+	return &state{topics: make(map[string]*topicState), nodes: make(map[string]NodeInfo), claims: make(map[string]uint64)}
 }
 
 // offsetBits is how many low bits of a message ID number the message within
@@ -161,8 +166,14 @@ func newTopicState(replicas int) *topicState {
 func (s *state) apply(index uint64, e *entry) {
 	switch e.op {
 	case opCreateTopic:
-		if _, ok := s.topics[e.topic]; !ok {
-			s.topics[e.topic] = newTopicState(e.replicas)
+		s.create(e)
+	case opClaim:
+		if s.topics[e.topic] == nil {
+			s.claims[e.topic] = index
+		}
+	case opRelease:
+		if s.claims[e.topic] == e.claim {
+			delete(s.claims, e.topic)
 		}
 	case opDeleteTopic:
 		if t, ok := s.topics[e.topic]; ok {
@@ -242,6 +253,21 @@ func (s *state) apply(index uint64, e *entry) {
 			c.policies = append(c.policies, e.policy)
 		}
 	}
+}
+
+// create makes the topic, if the claim it was decided under still stands
+// (or it has none: written before claims).
+func (s *state) create(e *entry) {
+	if s.topics[e.topic] != nil {
+		return
+	}
+	if e.claim != 0 {
+		if s.claims[e.topic] != e.claim {
+			return
+		}
+		delete(s.claims, e.topic)
+	}
+	s.topics[e.topic] = newTopicState(e.replicas)
 }
 
 func (s *state) publish(index uint64, e *entry) {

@@ -16,7 +16,9 @@ import (
 
 func TestEntryRoundTrip(t *testing.T) {
 	entries := []*entry{
-		{op: opCreateTopic, topic: "t", replicas: 3},
+		{op: opCreateTopic, topic: "t", replicas: 3, claim: 7},
+		{op: opClaim, topic: "t"},
+		{op: opRelease, topic: "t", claim: 7},
 		{op: opDeleteTopic, topic: "t"},
 		{op: opCreateChannel, topic: "t", channel: "c"},
 		{op: opDeleteChannel, topic: "t", channel: "c"},
@@ -60,8 +62,58 @@ func TestEntryVersion1(t *testing.T) {
 	if !reflect.DeepEqual(e, want) {
 		t.Fatalf("decoded %+v, want %+v", e, want)
 	}
-	if _, err := decodeEntry([]byte{3, byte(opRequeue)}); err == nil {
+	if _, err := decodeEntry([]byte{entryVersion + 1, byte(opRequeue)}); err == nil {
 		t.Fatal("an entry of a version not known was decoded")
+	}
+}
+
+// A create written before claims (version 2) reads as one without a
+// claim, which takes effect unconditionally.
+func TestEntryVersion2Create(t *testing.T) {
+	v2 := []byte{2, byte(opCreateTopic), 1, 't', 0, 3}
+	e, err := decodeEntry(v2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (&entry{op: opCreateTopic, topic: "t", replicas: 3}); !reflect.DeepEqual(e, want) {
+		t.Fatalf("decoded %+v, want %+v", e, want)
+	}
+	s := newState()
+	s.apply(1, e)
+	if s.topics["t"] == nil {
+		t.Fatal("a create without a claim did not take effect")
+	}
+}
+
+// TestStateClaims: a create takes effect only under the claim it names,
+// while that claim stands; a release ends only the claim it names; a
+// claim of a name already replicated is no claim.
+func TestStateClaims(t *testing.T) {
+	f := newTestFSM(t, t.TempDir())
+	f.commit(t, &entry{op: opClaim, topic: "t"}) // index 1
+	if !f.claimed("t") || f.replicas("t") != 0 {
+		t.Fatalf("after the claim: claimed %v, replicas %d", f.claimed("t"), f.replicas("t"))
+	}
+	f.commit(t,
+		&entry{op: opRelease, topic: "t", claim: 1},
+		&entry{op: opCreateTopic, topic: "t", replicas: 3, claim: 1},
+	)
+	if f.claimed("t") {
+		t.Fatal("a create took effect under a released claim, or the release did not end it")
+	}
+
+	f.commit(t, &entry{op: opClaim, topic: "t"}, &entry{op: opClaim, topic: "t"}) // 4, 5: the second supersedes
+	f.commit(t, &entry{op: opRelease, topic: "t", claim: 4}, &entry{op: opCreateTopic, topic: "t", replicas: 3, claim: 4})
+	if f.claimOf("t") != 5 || f.replicas("t") != 0 {
+		t.Fatalf("a release or create under a superseded claim took effect: claim %d, replicas %d", f.claimOf("t"), f.replicas("t"))
+	}
+	f.commit(t, &entry{op: opCreateTopic, topic: "t", replicas: 3, claim: 5})
+	if f.replicas("t") != 3 || f.claimOf("t") != 0 {
+		t.Fatalf("the create under the standing claim: replicas %d, claim %d", f.replicas("t"), f.claimOf("t"))
+	}
+	f.commit(t, &entry{op: opClaim, topic: "t"})
+	if f.claimOf("t") != 0 {
+		t.Fatal("a replicated topic's name was claimed")
 	}
 }
 
@@ -338,6 +390,7 @@ func TestSnapshotRestore(t *testing.T) {
 		&entry{op: opPublish, topic: "u", ts: 2, deferFor: 3, bodies: [][]byte{[]byte("d1"), []byte("d2")}},
 		&entry{op: opPublish, topic: "u", ts: 4, bodies: many},
 		&entry{op: opNode, node: "n1", tcp: "h:1", api: "h:2"},
+		&entry{op: opClaim, topic: "v"},
 	)
 	d1 := seqOf(8, 0)
 	f.commit(t,
@@ -354,8 +407,8 @@ func TestSnapshotRestore(t *testing.T) {
 	if got := g.dump(t); !reflect.DeepEqual(got, want) {
 		t.Fatalf("restored %+v\nwant %+v", got, want)
 	}
-	if g.st.nodes["n1"] != (NodeInfo{TCP: "h:1", API: "h:2"}) || g.replicas("u") != 5 {
-		t.Fatalf("restored nodes %v, replicas of u %d", g.st.nodes, g.replicas("u"))
+	if g.st.nodes["n1"] != (NodeInfo{TCP: "h:1", API: "h:2"}) || g.replicas("u") != 5 || g.claimOf("v") != 11 || !g.claimed("v") {
+		t.Fatalf("restored nodes %v, replicas of u %d, claim of v %d", g.st.nodes, g.replicas("u"), g.claimOf("v"))
 	}
 	if k := g.keepIndex(); k != 0 {
 		t.Fatalf("a restored state reads its bodies from the log (keepIndex %d)", k)
@@ -370,8 +423,8 @@ func TestSnapshotRestore(t *testing.T) {
 	}
 	// The names survive a restart of the node before it catches up.
 	again := newTestFSM(t, g.dir)
-	if again.replicas("t") != 3 {
-		t.Fatalf("names after restart: replicas of t %d", again.replicas("t"))
+	if again.replicas("t") != 3 || !again.claimed("v") || again.replicas("v") != 0 {
+		t.Fatalf("names after restart: replicas of t %d, v claimed %v", again.replicas("t"), again.claimed("v"))
 	}
 
 	// The spill file goes once nothing in it is held.
@@ -382,6 +435,29 @@ func TestSnapshotRestore(t *testing.T) {
 	h.commit(t, &entry{op: opDeleteTopic, topic: "t"}, &entry{op: opDeleteTopic, topic: "u"})
 	if n := len(spillFiles(t, h.dir)); n != 0 {
 		t.Fatalf("%d spill files once nothing is held, want 0", n)
+	}
+}
+
+// A snapshot written before claims (version 2: no claims section) still
+// restores.
+func TestSnapshotVersion2(t *testing.T) {
+	f := newTestFSM(t, t.TempDir())
+	f.commit(t,
+		&entry{op: opCreateTopic, topic: "t", replicas: 3},
+		&entry{op: opPublish, topic: "t", ts: 1, bodies: [][]byte{[]byte("held")}},
+	)
+	want := f.dump(t)
+	v3 := f.snapshot(t)
+	if v3[0] != 3 || v3[len(v3)-1] != 0 {
+		t.Fatalf("a version 3 snapshot without claims: version %d, last byte %d", v3[0], v3[len(v3)-1])
+	}
+	v2 := append([]byte{2}, v3[1:len(v3)-1]...)
+	g := newTestFSM(t, t.TempDir())
+	if err := g.Restore(io.NopCloser(bytes.NewReader(v2))); err != nil {
+		t.Fatal(err)
+	}
+	if got := g.dump(t); !reflect.DeepEqual(got, want) {
+		t.Fatalf("restored %+v\nwant %+v", got, want)
 	}
 }
 

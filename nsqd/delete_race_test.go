@@ -1,7 +1,7 @@
 package nsqd
 
 // Deleting a topic or channel while the same name is created again at
-// once (issue 16 item 1): with --mem-queue-size=0 every message published
+// once: with --mem-queue-size=0 every message published
 // after the create returned, and acknowledged, must be in the new queue.
 // The old incarnation's delete used to remove files by name after the new
 // incarnation had opened them.
@@ -98,11 +98,17 @@ func raceOptions(t *testing.T) *Options {
 }
 
 // checkTrial waits for more messages, stops the publishers and checks
-// that every message acked after created is in the backend.
-func checkTrial(t *testing.T, trial int, p *racePublishers, created int64, backend func() backendQueue) {
+// that every message acked after created is in the backend. A topic with
+// channels may still be moving a backlog to them (it had none for a while,
+// between the delete and the create), with the newest messages queued
+// behind it: the check waits for the topic to have moved everything.
+func checkTrial(t *testing.T, d *testDaemon, topic string, trial int, p *racePublishers, created int64, backend func() backendQueue) {
 	t.Helper()
 	testutil.WaitFor(t, "publishes after the create", 10*time.Second, func() bool { return p.seq.Load() > created+200 })
 	want := p.ackedAfter(created)
+	if tp, ok := d.GetExistingTopic(topic); ok && len(tp.Channels()) > 0 {
+		testutil.WaitFor(t, "the topic's backlog to reach its channels", 10*time.Second, func() bool { return tp.Depth() == 0 })
+	}
 	b := backend()
 	if b == nil {
 		t.Fatalf("trial %d: the re-created queue is gone", trial)
@@ -146,7 +152,7 @@ func raceDeleteCreate(t *testing.T, d *testDaemon, topic, deletePath, createPath
 			d.mustDo("POST", createPath, "", 200)
 			continue
 		}
-		checkTrial(t, trial, p, created, backend)
+		checkTrial(t, d, topic, trial, p, created, backend)
 	}
 }
 
@@ -262,7 +268,7 @@ func TestDeleteChannelWhileConsumersResubscribe(t *testing.T) {
 			_, ok := tp.GetExistingChannel(channel)
 			return ok
 		})
-		checkTrial(t, trial, p, p.seq.Load(), func() backendQueue {
+		checkTrial(t, d, topic, trial, p, p.seq.Load(), func() backendQueue {
 			if ch, ok := tp.GetExistingChannel(channel); ok {
 				return ch.q.backend
 			}

@@ -6,27 +6,42 @@
 // A type's methods live in its file or in files named for the type and the
 // concern: ls client_* shows the connection, topic_*, channel_* and
 // queue_* the queues, nsqd_* the daemon, http_* the HTTP API. Following one
-// message from PUB to FIN visits eight files:
+// message from PUB to FIN (one channel, memory only, no policy set) visits
+// eight steps, each in its file with the small files it calls:
 //
-//  1. client_protocol.go: the command table; PUB's body is read (body.go)
-//     and client.publish hands it to
-//  2. nsqd.go: NSQD.publish gives the batch IDs and a timestamp and calls
-//  3. topic.go: Topic.Put copies it to every channel (fanOut), or keeps it
-//     in the topic while it has no channel or is paused (topic_backlog.go
-//     moves it on later);
-//  4. channel_queue.go: Channel.put takes the copies in memory or on disk,
-//     in publication order, through
-//  5. queue.go: msgQueue, the memory deque in front of a disk queue;
+//  1. client_protocol.go: the command table's exec checks TLS
+//     (client_negotiate.go) and AUTH (client_auth.go), reads PUB's body
+//     (body.go, its bytes counted against the memory guard, memguard.go)
+//     and client.publish hands it on. client.go is the connection itself.
+//  2. nsqd.go: getTopic finds the topic (refused while draining,
+//     nsqd_drain.go; a replicated name takes the replication detour,
+//     nsqd_cluster.go), and NSQD.publish checks the memory guard, gives
+//     the batch IDs (guid.go) and a timestamp, makes its Messages
+//     (message.go) and records the outcome for /ping (nsqd_health.go).
+//  3. topic.go: Topic.put fans the batch out to every channel (fanOut,
+//     through fanOutWithin in topic_policy.go, which reserves room under a
+//     reject_new cap, channel_policy.go), or, while the topic has no
+//     channel or is paused (topic_state.go has its life), keeps it in the
+//     topic (topic_backlog.go moves it on later).
+//  4. channel_queue.go: Channel.putWithoutDisk or put takes the copies in
+//     memory or on disk, in publication order, through
+//  5. queue.go: msgQueue, the memory deque in front of a disk queue (its
+//     caps and expiry are queue_policy.go's, on policy.go's types);
 //  6. channel.go: deliverLocked puts a message in flight to a ready
-//     subscriber, whose
-//  7. client_write.go: Deliver queues the frame and writes it to the socket;
+//     subscriber, in the subscription's deadline list (inflight.go), and
+//     arms the channel's timer on the queue clock (clock.go);
+//  7. client_write.go: Deliver queues the frame and a writer writes it to
+//     the socket, then tells the message when it was flushed (message.go:
+//     the timeout counts from then);
 //  8. channel_subscription.go: FIN (and REQ, TOUCH) come back through the
-//     client's Subscription.
+//     client's Subscription, which takes the message out of flight
+//     (channel.go).
 //
 // HTTP /pub enters at http.go instead of client_protocol.go. Deferred
 // messages (DPUB, REQ with a delay) wait in the channel's deferred queue
 // (channel_deferred.go, channel_deferred_spill.go); replicated topics take
-// a detour through the Raft log first (nsqd_cluster.go).
+// a detour through the Raft log first (nsqd_cluster.go). docs/design.md
+// has the long form of this page.
 //
 // Topics and channels keep their ready messages in one queue type,
 // msgQueue (queue.go): memory in front of a disk queue, in publication

@@ -32,8 +32,8 @@ type deferredSpill struct {
 }
 
 type spilled struct {
-	m    *Message
-	due  int64
+	m      *Message
+	due    int64
 	ticket uint64 // m's disk ticket (msgQueue.releaseTicket), taken off m
 }
 

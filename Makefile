@@ -95,8 +95,8 @@ ROUNDS    ?= 5
 SCENARIOS ?= pubsub,disk,replicated,fanout,burt,stats,idle
 BENCH_COMPARE_FLAGS ?=
 bench-compare: build
-	@ref=$$(../shared/tools/nsq-reference.sh) && [ -x "$$ref/nsqd" ] || { \
-		echo "bench-compare: could not build NSQ v1.3.0 with ../shared/tools/nsq-reference.sh (run from the repo root)" >&2; exit 1; }; \
+	@ref=$$(./scripts/nsq-reference.sh) && [ -x "$$ref/nsqd" ] || { \
+		echo "bench-compare: could not build NSQ v1.3.0 with scripts/nsq-reference.sh" >&2; exit 1; }; \
 	case "$$ref" in /*) ;; *) ref="$$PWD/$$ref";; esac; \
 	echo "# NSQ v1.3.0: $$ref/nsqd; ours: ./$(BUILD)/nsqd; ROUNDS=$(ROUNDS) SCENARIOS=$(SCENARIOS) $(BENCH_COMPARE_FLAGS)" >&2; \
 	./$(BUILD)/bench_compare --ours=./$(BUILD) --nsq="$$ref" --rounds=$(ROUNDS) --scenarios=$(SCENARIOS) $(BENCH_COMPARE_FLAGS)

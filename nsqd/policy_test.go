@@ -719,16 +719,9 @@ func ptr[T any](v T) *T { return &v }
 
 // TestPolicyDataDirStartsNSQ: NSQ v1.3.0's own nsqd starts on a data dir
 // this daemon wrote with policies, and finds its topics, channels and
-// messages (skipped without the reference build:
-// /work/shared/tools/nsq-reference.sh).
+// messages.
 func TestPolicyDataDirStartsNSQ(t *testing.T) {
-	bin := filepath.Join(os.Getenv("HOME"), ".cache/nsq-reference/v1.3.0/bin/nsqd")
-	if dir := os.Getenv("NSQ_REF_DIR"); dir != "" {
-		bin = filepath.Join(dir, "bin/nsqd")
-	}
-	if _, err := os.Stat(bin); err != nil {
-		t.Skipf("no NSQ v1.3.0 nsqd: %v", err)
-	}
+	bin := filepath.Join(testutil.ReferenceBin(t, "nsqd"), "nsqd")
 	o := testOptions(t)
 	o.MemQueueSize = 2
 	d := startDaemon(t, o)

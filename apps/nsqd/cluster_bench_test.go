@@ -49,8 +49,8 @@ func BenchmarkClusterFailover(b *testing.B) {
 // many go-nsq producers that each PUB one message at a time (the common
 // client), all on the leader: 32 producers for 3 s per iteration, 200-byte
 // bodies, acknowledged messages per second. With NSQ_REFERENCE set to the
-// folder of NSQ v1.3.0's binaries (../shared/tools/nsq-reference.sh
-// prints it), each iteration also runs the same producers against NSQ's
+// folder of NSQ v1.3.0's binaries (scripts/nsq-reference.sh prints
+// it), each iteration also runs the same producers against NSQ's
 // nsqd (one node, an ordinary topic, --mem-queue-size=0) right after, and
 // the ratio of the medians is reported.
 func BenchmarkClusterConcurrentPUB(b *testing.B) {

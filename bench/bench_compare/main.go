@@ -44,7 +44,7 @@
 //
 // Usage:
 //
-//	bench_compare --ours=./build --nsq=$(../shared/tools/nsq-reference.sh) \
+//	bench_compare --ours=./build --nsq=$(scripts/nsq-reference.sh) \
 //	    [--rounds=5] [--scenarios=pubsub,disk,replicated,fanout,burt,stats,idle]
 package main
 

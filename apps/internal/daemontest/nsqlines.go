@@ -2,7 +2,6 @@ package daemontest
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"net"
 	"os"
@@ -13,44 +12,13 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/nsqgo/nsq/internal/testutil"
 )
 
-// ReferenceBin returns the folder of NSQ v1.3.0's binaries, or skips the
-// test when there is none: $NSQ_REFERENCE_BIN; else the folder the
-// reference build caches them in ($NSQ_REF_DIR/bin, by default
-// ~/.cache/nsq-reference/v1.3.0/bin) when it holds name; else what the
-// reference build script ($NSQ_REFERENCE_SCRIPT or the project's) prints.
-func ReferenceBin(t *testing.T, name string) string {
-	t.Helper()
-	if dir := os.Getenv("NSQ_REFERENCE_BIN"); dir != "" {
-		return dir
-	}
-	cache := os.Getenv("NSQ_REF_DIR")
-	if cache == "" {
-		cache = filepath.Join(os.Getenv("HOME"), ".cache", "nsq-reference", "v1.3.0")
-	}
-	if _, err := os.Stat(filepath.Join(cache, "bin", name)); err == nil {
-		return filepath.Join(cache, "bin")
-	}
-	script := os.Getenv("NSQ_REFERENCE_SCRIPT")
-	if script == "" {
-		script = filepath.Join("..", "..", "..", "shared", "tools", "nsq-reference.sh")
-	}
-	if _, err := os.Stat(script); err != nil {
-		t.Skipf("NSQ v1.3.0 reference not available (no NSQ_REFERENCE_BIN, nothing in %s, and %s: %v)", cache, script, err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, script).Output()
-	if err != nil {
-		t.Skipf("building NSQ v1.3.0 with %s failed: %v", script, err)
-	}
-	dir := strings.TrimSpace(string(out))
-	if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
-		t.Skipf("no %s in %s: %v", name, dir, err)
-	}
-	return dir
-}
+// ReferenceBin is testutil.ReferenceBin: the folder of NSQ v1.3.0's
+// binaries, or the test skipped.
+func ReferenceBin(t *testing.T, name string) string { return testutil.ReferenceBin(t, name) }
 
 // FreeAddr returns a loopback address with a port free now, for a daemon
 // that must listen where another listened before it.

@@ -14,10 +14,10 @@ import (
 )
 
 // Peek: the next messages of a topic or channel on each node, from nsqd's
-// /topic/peek and /channel/peek (issue 13 item 5), which change nothing on
-// the node. A node that answers 404 (NSQ's own nsqd, or an older one) has
-// no peek and is left out of the view; one that does not answer is a
-// badge like on every page.
+// /topic/peek and /channel/peek (docs/protocol.md#http-peek), which change
+// nothing on the node. A node that answers 404 (NSQ's own nsqd, or an
+// older one) has no peek and is left out of the view; one that does not
+// answer is a badge like on every page.
 
 // peekCount is how many messages the view asks each node for.
 const peekCount = 10

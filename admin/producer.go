@@ -23,7 +23,7 @@ type Producer struct {
 	MemoryLimits     *MemoryLimits   `json:"memory_limits"`
 
 	// Where the node runs (zone-aware delivery) and whether it is draining
-	// (drain mode, issue 13); NSQ's daemons report neither.
+	// (drain mode, docs/protocol.md#drain); NSQ v1.3.0's daemons report neither.
 	TopologyRegion string          `json:"topology_region,omitempty"`
 	TopologyZone   string          `json:"topology_zone,omitempty"`
 	Draining       bool            `json:"draining,omitempty"`

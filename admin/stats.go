@@ -28,7 +28,8 @@ type TopicStats struct {
 	Channels     []*ChannelStats `json:"channels"`
 	Paused       bool            `json:"paused"`
 
-	// Queue policies (issue 12); nil Policy: the node has none to show.
+	// Queue policies (docs/protocol.md#http-policy); nil Policy: the node
+	// has none to show.
 	Policy       *Policy `json:"policy,omitempty"`
 	PolicyVaries bool    `json:"policy_varies,omitempty"` // the nodes' policies differ
 	DroppedCount int64   `json:"dropped_count"`
@@ -36,8 +37,8 @@ type TopicStats struct {
 
 	E2eProcessingLatency *LatencyAggregate `json:"e2e_processing_latency"`
 
-	// Replication is nsqd's object for a replicated topic (issue 14); in a
-	// total, the leader's.
+	// Replication is nsqd's object for a replicated topic
+	// (docs/protocol.md#stats-json); in a total, the leader's.
 	Replication *Replication `json:"replication,omitempty"`
 
 	channelIndex map[string]*ChannelStats // Channels by name, while summing

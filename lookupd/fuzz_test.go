@@ -17,7 +17,7 @@ func v1Sized(s string) string {
 const fuzzIdentifyReply = `{"broadcast_address":"lookupd.fuzz","hostname":"h","http_port":4161,"tcp_port":4160,"version":"1.3.0"}`
 
 // FuzzV1Protocol feeds arbitrary bytes to a lookupd connection (protocol V1,
-// PROTOCOL.md §E). Whatever arrives: the connection ends (no hang, no
+// docs/protocol.md#v1). Whatever arrives: the connection ends (no hang, no
 // panic); every reply is a well-formed [size][data] frame holding OK, the
 // IDENTIFY answer or an E_ error, and an error is the last reply (all
 // errors are fatal); and when the connection is gone the peer produces

@@ -17,8 +17,8 @@ import (
 	"github.com/nsqgo/nsq/internal/version"
 )
 
-// httpServer answers the discovery API (PROTOCOL.md §C.3). It holds no state
-// of its own: everything is in the DB.
+// httpServer answers the discovery API (docs/protocol.md#lookupd-http). It
+// holds no state of its own: everything is in the DB.
 type httpServer struct {
 	db     *RegistrationDB
 	opts   *Options // read-only

@@ -10,7 +10,8 @@ import (
 )
 
 // Options configures nsqlookupd. The flag tags name the command-line flags
-// (PROTOCOL.md §B); the config-file key is the flag name with - → _.
+// (docs/protocol.md#options); the config-file key is the flag name with
+// - → _.
 type Options struct {
 	LogLevel  string `flag:"log-level"`  // debug, info, warn, error, fatal
 	LogPrefix string `flag:"log-prefix"` // prepended to every log line

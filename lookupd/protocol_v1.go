@@ -15,8 +15,9 @@ import (
 	"github.com/nsqgo/nsq/internal/wire"
 )
 
-// protocolV1 runs the nsqd → nsqlookupd registration protocol (PROTOCOL.md
-// §E). Every error is fatal: the reply is sent, then the connection closed.
+// protocolV1 runs the nsqd → nsqlookupd registration protocol
+// (docs/protocol.md#v1). Every error is fatal: the reply is sent, then the
+// connection closed.
 type protocolV1 struct {
 	db            *RegistrationDB
 	logger        *slog.Logger

@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// Categories of registrations (PROTOCOL.md §C.3).
+// Categories of registrations (docs/protocol.md#lookupd-http).
 const (
 	CategoryClient  = "client"  // ("client", "", "") holds every identified nsqd
 	CategoryTopic   = "topic"   // ("topic", T, "")

@@ -36,7 +36,8 @@ func liveHeap() uint64 {
 	return ms.HeapAlloc
 }
 
-// TestDeclaredBodiesAllocateNothingUntilSent: issue 16 item 2. Hundreds of
+// TestDeclaredBodiesAllocateNothingUntilSent: a declared size is only a
+// claim until the bytes arrive. Hundreds of
 // connections that announce 5 MB bodies (IDENTIFY, PUB, DPUB, MPUB) and
 // send nothing more hold no body memory: the heap does not grow by their
 // declared sizes, the unfinished-body budget is untouched, and other
@@ -150,7 +151,7 @@ func TestUnfinishedBodyBudget(t *testing.T) {
 	}
 }
 
-// TestMPUBPartOverrunsBody: issue 16 item 11. A part whose size runs past
+// TestMPUBPartOverrunsBody: a part whose size runs past
 // the MPUB's declared body is refused at once, without waiting for (or
 // eating) the bytes of the next command; bytes after the last part but
 // inside the body are skipped, and the next command is read where the
@@ -176,7 +177,7 @@ func TestMPUBPartOverrunsBody(t *testing.T) {
 	}
 }
 
-// TestStartupListeningLines: issue 16 item 10. The default log carries
+// TestStartupListeningLines: the default log carries
 // NSQ's "TCP: listening on", "HTTP: listening on" and "HTTPS: listening
 // on" lines, whole, with the bound addresses, as gnsq's test harness reads
 // them.

@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// Client states, as reported in /stats (PROTOCOL.md §D.4).
+// Client states, as reported in /stats (docs/protocol.md#v2-states).
 const (
 	stateInit       = 0
 	stateSubscribed = 3

@@ -10,11 +10,12 @@ import (
 	"github.com/nsqgo/nsq/internal/wire"
 )
 
-// AUTH (PROTOCOL.md §D.3, §D.8): with --auth-http-address set, a client
-// sends a secret once, before SUB; nsqd asks an auth server what the
-// secret may do and checks SUB and every PUB/MPUB/DPUB against the answer,
-// asking again once its TTL has passed. Auth-server failures are logged
-// with their details; the client only learns "AUTH failed".
+// AUTH (docs/protocol.md#auth, docs/protocol.md#auth-server): with
+// --auth-http-address set, a client sends a secret once, before SUB; nsqd
+// asks an auth server what the secret may do and checks SUB and every
+// PUB/MPUB/DPUB against the answer, asking again once its TTL has passed.
+// Auth-server failures are logged with their details; the client only
+// learns "AUTH failed".
 
 // clientAuth is a connection's AUTH state. Only the reader goroutine
 // changes it; mu lets /stats read it.

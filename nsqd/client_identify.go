@@ -9,8 +9,8 @@ import (
 	"github.com/nsqgo/nsq/internal/wire"
 )
 
-// identifyRequest is the IDENTIFY body (PROTOCOL.md §D.5); unknown keys
-// are ignored.
+// identifyRequest is the IDENTIFY body (docs/protocol.md#identify-fields);
+// unknown keys are ignored.
 type identifyRequest struct {
 	ClientID            string `json:"client_id"`
 	Hostname            string `json:"hostname"`

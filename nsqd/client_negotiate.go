@@ -11,10 +11,10 @@ import (
 	"github.com/nsqgo/nsq/internal/wire"
 )
 
-// IDENTIFY feature negotiation (PROTOCOL.md §D.5): after the JSON reply
-// the connection's byte stream is upgraded to TLS, then to snappy or
-// deflate, with an "OK" frame sent over each new layer. Layering, from the
-// socket up:
+// IDENTIFY feature negotiation (docs/protocol.md#negotiation): after the
+// JSON reply the connection's byte stream is upgraded to TLS, then to
+// snappy or deflate, with an "OK" frame sent over each new layer.
+// Layering, from the socket up:
 //
 //	net.Conn → tls.Conn → compressor / decompressor → bufio writer / reader
 //

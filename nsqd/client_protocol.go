@@ -85,7 +85,7 @@ type commandSpec struct {
 func maxMsgSize(l *clientLimits) int64  { return l.MaxMsgSize }
 func maxBodySize(l *clientLimits) int64 { return l.MaxBodySize }
 
-// commands is the protocol V2 table (PROTOCOL.md §D.3).
+// commands is the protocol V2 table (docs/protocol.md#commands).
 var commands = map[string]*commandSpec{
 	"IDENTIFY": {states: inInit, body: lengthPrefixedBody, bodyCode: "E_BAD_BODY", failCode: "E_IDENTIFY_FAILED", limit: maxBodySize, run: (*client).identify},
 	"AUTH":     {states: inInit, check: checkAuthParams, body: lengthPrefixedBody, bodyCode: "E_BAD_BODY", failCode: "E_AUTH_FAILED", limit: maxBodySize, run: (*client).auth},
@@ -530,7 +530,7 @@ func (c *client) mpubArriving(size int) bodyCheck {
 }
 
 // mpub parses every part before it creates the topic or queues anything
-// (PROTOCOL.md §K), so a bad body changes nothing.
+// (docs/protocol.md#mpub), so a bad body changes nothing.
 func (c *client) mpub(params [][]byte, body []byte) ([]byte, error) {
 	parts, err := splitMPUB(body, c.mpubLimits(), "MPUB")
 	if err != nil {

@@ -1,6 +1,6 @@
 package nsqd
 
-// Raw-socket tests of protocol V2 (PROTOCOL.md §D): error codes and their
+// Raw-socket tests of protocol V2 (docs/protocol.md#v2): error codes and their
 // exact frames, which errors close the connection, IDENTIFY negotiation,
 // and what happens when clients misbehave or vanish.
 

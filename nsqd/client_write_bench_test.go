@@ -113,7 +113,7 @@ func BenchmarkDeliver200BRdy1(b *testing.B) { benchmarkDeliver(b, 200, 1) }
 
 // BenchmarkFanout1000 publishes 100-byte messages one at a time to a topic
 // with 1,000 channels, each with one consumer over loopback TCP that FINs
-// what it reads (RDY 100): the fan-out scenario of issue 10, in process.
+// what it reads (RDY 100): bench_compare's fanout scenario, in process.
 // One op is one published message, i.e. 1,000 deliveries.
 //
 //	go test -run XXX -bench Fanout1000 -benchtime 2000x ./nsqd/

@@ -3,7 +3,7 @@ package nsqd
 // Heap cost of idle client connections per transport, measured in this
 // process while the clients (go-nsq v1.1.0 consumers) live in a child
 // process, so only the daemon's side is counted. NSQ v1.3.0: ~36.5 KB
-// plain, ~265 KB snappy, ~893 KB deflate (PROTOCOL.md §J).
+// plain, ~265 KB snappy, ~893 KB deflate (docs/design.md#connection-memory).
 //
 //	go test ./nsqd -run '^$' -bench IdleConnHeap -benchtime 1x
 

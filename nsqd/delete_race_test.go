@@ -1,10 +1,10 @@
 package nsqd
 
 // Deleting a topic or channel while the same name is created again at
-// once: with --mem-queue-size=0 every message published
-// after the create returned, and acknowledged, must be in the new queue.
-// The old incarnation's delete used to remove files by name after the new
-// incarnation had opened them.
+// once: with --mem-queue-size=0 every message published after the create
+// returned, and acknowledged, must be in the new queue. A delete that
+// removed files by name after the new incarnation had opened them would
+// lose them (docs/protocol.md#deletes).
 
 import (
 	"bufio"

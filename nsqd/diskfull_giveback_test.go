@@ -11,10 +11,11 @@ import (
 	"github.com/nsqgo/nsq/internal/testutil"
 )
 
-// Issue 16 item 5: a full disk stays full after consumers catch up. With
-// segments larger than the disk, the fully read data was still the write
-// segment and was never deleted: publishes were refused and /ping said
-// NOK until /channel/empty. A drained queue gives the space back.
+// A full disk must come back once consumers catch up. With segments larger
+// than the disk, the fully read data is still the write segment, which
+// reading alone never deletes: without more, publishes would be refused
+// and /ping say NOK until /channel/empty. A drained queue gives the space
+// back.
 func TestFullDiskRecoversWhenConsumersCatchUp(t *testing.T) {
 	mnt := mountTmpfs(t, "2m")
 	dataDir := filepath.Join(mnt, "data")

@@ -53,7 +53,8 @@
 // (topic_state.go); pausing is a flag beside it. Topics and channels read
 // the time and arm their timers through the clock in their queue config
 // (clock.go), the real one in the daemon, a fake one in the tests that
-// build a Topic or Channel alone (queue_clock_test.go).
+// build a Topic or Channel alone (queue_clock_test.go); policy expiry and
+// the latency window read the wall clock.
 //
 // # Lock order
 //
@@ -75,7 +76,11 @@
 // deferred messages before anyone else can reach it; and a delete, which
 // detaches (renames, no fsync) the deleted queues' files under the lock
 // that frees the name (NSQD.mu for a topic, Topic.mu for a channel), so a
-// new topic or channel of that name never meets them.
+// new topic or channel of that name never meets them. Two more take a disk
+// queue's mutex under Topic.mu: a backlog move that has to stop rewinds its
+// provisional reads (no I/O), and a stopping topic closes the side queue
+// of its stored DPUBs (--mem-queue-size=0). docs/design.md#locks is the
+// long form.
 //
 // Stats, metrics and statsd read atomics and immutable snapshots (the
 // channel and subscriber lists are replaced, never modified), so they never

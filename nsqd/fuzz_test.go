@@ -224,7 +224,7 @@ func FuzzProtocolV2(f *testing.F) {
 	})
 }
 
-// refMPUB is an independent reading of an MPUB body (PROTOCOL.md §D.3):
+// refMPUB is an independent reading of an MPUB body (docs/protocol.md#mpub):
 // [int32 count] then count × [int32 size][size bytes]; count in
 // 1..(maxBody-4)/5, each size in 1..maxMsg, the parts' total (sizes + 4
 // each) at most maxBody. Bytes after the last part are not looked at.

@@ -13,7 +13,7 @@ const (
 	// defaultOutputBufferLen is the write buffer until IDENTIFY's
 	// output_buffer_size says otherwise, never more: message bodies bypass
 	// it when they are larger (bufio writes them straight through), so it
-	// never grows to the largest message (DESIGN.md memory rule 1).
+	// never grows to the largest message (docs/design.md#rule-buffers).
 	defaultOutputBufferLen = 16 * 1024
 	// maxParams bounds how many space-separated parameters a line may have.
 	maxParams = 8

@@ -22,7 +22,7 @@ const freeOSMemoryEvery = 5 * time.Second
 // errMemoryLimit refuses publishes while usage is over the soft limit.
 var errMemoryLimit = errors.New("memory limit exceeded")
 
-// memoryGuard applies DESIGN.md memory rule 4: it knows the limits, keeps
+// memoryGuard applies docs/design.md#memory-guard: it knows the limits, keeps
 // byte budgets for the memory queues, and says whether a message may be
 // kept in memory and whether a publish may be accepted at all. The limits
 // follow the detected limit while the daemon runs: it is read again before

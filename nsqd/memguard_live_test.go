@@ -13,7 +13,7 @@ import (
 )
 
 // fakeCgroup makes the daemon read its memory limit from a cgroup tree the
-// test changes (issue 16 item 4), with no rlimit and 64 GiB of RAM.
+// test changes while the daemon runs, with no rlimit and 64 GiB of RAM.
 func fakeCgroup(t *testing.T, d *testDaemon, memoryMax string) *memlimittest.Cgroup {
 	t.Helper()
 	cg := memlimittest.NewCgroup(t, memoryMax)

@@ -33,7 +33,7 @@ func heapInUse() uint64 {
 // TestLargeMessageLeavesNoConnectionBuffer pushes a 20 MB message through a
 // consumer connection and checks that, once it is FIN'd, neither the
 // connection nor its queues keep a buffer anywhere near that size
-// (DESIGN.md memory rule 1).
+// (docs/design.md#rule-buffers).
 func TestLargeMessageLeavesNoConnectionBuffer(t *testing.T) {
 	const size = 20 << 20
 	o := testOptions(t)

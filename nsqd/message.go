@@ -24,7 +24,7 @@ type MessageID [MsgIDLength]byte
 
 // Message is one copy of a published message as held by one topic or
 // channel. Body is shared by every copy and never modified after publish
-// (DESIGN.md memory rule 3); the rest is per-copy delivery state.
+// (docs/design.md#rule-bodies); the rest is per-copy delivery state.
 type Message struct {
 	ID        MessageID
 	Body      []byte

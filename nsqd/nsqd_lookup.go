@@ -11,7 +11,8 @@ import (
 	"github.com/nsqgo/nsq/internal/version"
 )
 
-// startLookup connects to the configured nsqlookupds (PROTOCOL.md §E).
+// startLookup connects to the configured nsqlookupds
+// (docs/protocol.md#v1-nsqd).
 func (n *NSQD) startLookup() {
 	n.lookup = lookuppeer.NewManager(n.lookupIdentity(), n.registrations, n.log)
 	n.lookup.Start(n.opts.NSQLookupdTCPAddresses)

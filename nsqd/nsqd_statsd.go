@@ -13,9 +13,9 @@ import (
 )
 
 // statsdLoop pushes topic, channel and memory stats to --statsd-address
-// every --statsd-interval until shutdown (PROTOCOL.md §H). Each push dials
-// a fresh UDP socket and spreads its datagrams over the interval less a
-// second, as NSQ does.
+// every --statsd-interval until shutdown (docs/protocol.md#statsd). Each
+// push dials a fresh UDP socket and spreads its datagrams over the
+// interval less a second, as NSQ does.
 func (n *NSQD) statsdLoop() {
 	o := n.opts
 	prefix := n.statsdPrefix()
@@ -148,7 +148,7 @@ func latencyGauges(c *statsd.Client, prefix string, r *quantile.Result) {
 // percentileName is q×100 with its decimals after an underscore: 0.99 →
 // "99", 0.5 → "50", 0.999 → "99_9", 1.0 → "100". NSQ formats with no
 // decimals, so 0.999 and 1.0 collide as "100"; we keep them apart
-// (PROTOCOL.md §K).
+// (docs/protocol.md#statsd-percentiles).
 func percentileName(q float64) string {
 	v := math.Round(q*100*1e6) / 1e6 // 0.999*100 is 99.89999999999999
 	return strings.ReplaceAll(strconv.FormatFloat(v, 'f', -1, 64), ".", "_")

@@ -116,7 +116,7 @@ type Options struct {
 	E2EProcessingLatencyWindowTime  time.Duration `flag:"e2e-processing-latency-window-time"`
 	E2EProcessingLatencyPercentiles []float64     `flag:"e2e-processing-latency-percentile" cfg:"e2e_processing_latency_percentiles"`
 
-	// memory limits (DESIGN.md memory rule 4); sizes accept units or a
+	// memory limits (docs/design.md#memory-guard); sizes accept units or a
 	// percent of the detected limit
 	MemSoftLimit          string        `flag:"mem-soft-limit"`
 	MemHardLimit          string        `flag:"mem-hard-limit"`

@@ -12,11 +12,11 @@ import (
 	"github.com/nsqgo/nsq/internal/names"
 )
 
-// Queue policies (issue 12): per topic and per channel, a cap on the ready
-// messages (max_msgs, max_bytes) with an overflow rule, a maximum message
-// age and, for channels, a maximum number of deliveries with a dead-letter
-// topic. Every field is off by default, and with nothing set a queue
-// behaves exactly as NSQ's.
+// Queue policies (docs/protocol.md#http-policy): per topic and per
+// channel, a cap on the ready messages (max_msgs, max_bytes) with an
+// overflow rule, a maximum message age and, for channels, a maximum number
+// of deliveries with a dead-letter topic. Every field is off by default,
+// and with nothing set a queue behaves exactly as NSQ's.
 //
 // Three layers give a queue its effective policy: the node-wide defaults
 // (flags), the topic's own settings, and, for a channel, the channel's own

@@ -21,7 +21,7 @@ import (
 	"github.com/nsqgo/nsq/internal/testutil"
 )
 
-// Queue policies (issue 12), end to end: real daemons, go-nsq and raw
+// Queue policies, end to end: real daemons, go-nsq and raw
 // sockets.
 
 // policyBody is the i-th body of a test: fixed width, so that max_bytes

@@ -474,7 +474,7 @@ func TestStoredDeferredEmptyAndDelete(t *testing.T) {
 
 // TestDeferredInTopic: a DPUB to a topic that holds its messages (no
 // channel yet, or paused) keeps its delay when the topic's memory queue is
-// full and across a graceful restart (PROTOCOL.md §K).
+// full and across a graceful restart (docs/protocol.md#deferred-queues).
 func TestDeferredInTopic(t *testing.T) {
 	const delay = 1500 * time.Millisecond
 	for _, c := range []struct {

@@ -112,8 +112,8 @@ func (tr *throttledReader) Read(p []byte) (int, error) {
 
 // TestSlowSteadyConsumerKeepsConnection: a consumer that reads a 3 MB RDY
 // window at 1 MB/s, FINing each message, takes 1.5 write timeouts for the
-// batch but never stalls; it must receive everything (issue 16 item 7:
-// one deadline per batch cut it off).
+// batch but never stalls; it must receive everything (a single deadline
+// for the whole batch would cut it off).
 func TestSlowSteadyConsumerKeepsConnection(t *testing.T) {
 	_, c := subscribeSlow(t)
 	c.r = bufio.NewReaderSize(&throttledReader{r: c.conn, rate: slowReadRate}, 4<<10)

@@ -14,10 +14,11 @@ import (
 	"testing"
 )
 
-// policyNode fronts a real nsqd as one with queue policies (issue 12,
-// whose nsqd is not on main yet): its /stats gives every topic and channel
-// a policy and counters, its /info names the front, so nsqadmin sends the
-// node's requests here, and the policy endpoints record what they get.
+// policyNode fronts a real nsqd so that its /stats gives every topic and
+// channel a policy and counters, whatever the nsqd has set (a queue
+// without a policy has none there); its /info names the front, so nsqadmin
+// sends the node's requests here, and the policy endpoints record what
+// they get.
 type policyNode struct {
 	addr  string
 	mu    sync.Mutex

@@ -13,7 +13,8 @@ import (
 	"time"
 )
 
-// TestMemoryCgroupPartialBodies: issue 16 item 2. In a 256 MB cgroup, 60
+// TestMemoryCgroupPartialBodies: a declared body size is only a claim, so
+// what unfinished bodies hold must stay within a budget. In a 256 MB cgroup, 60
 // connections each send all but the last byte of a 5 MB PUB body and
 // stop: 300 MB of unfinished bodies, which got NSQ (and this daemon before
 // bodies were budgeted) OOM-killed. Now the daemon holds at most its

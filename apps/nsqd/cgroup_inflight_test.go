@@ -19,7 +19,9 @@ import (
 	"github.com/nsqgo/nsq/nsqd"
 )
 
-// TestMemoryCgroupStuckConsumers: issue 16 item 3. In a 256 MB cgroup,
+// TestMemoryCgroupStuckConsumers: messages in flight count against the
+// memory-queue budget, or consumers that never read make nsqd read its
+// whole disk into memory for them. In a 256 MB cgroup,
 // with --mem-queue-size=0 and a 300 MB disk backlog on one channel, ten
 // consumers SUB with RDY 2500 and never read their socket: their windows
 // add up to the whole backlog. Before in-flight messages shared the memory

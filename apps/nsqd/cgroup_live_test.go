@@ -15,7 +15,8 @@ import (
 // TestMemoryLimitFollowsRealCgroup starts nsqd outside any limit, moves it
 // into a memory cgroup of 3 GiB, then lowers that to 256 MiB, as
 // `docker update --memory` or `systemctl set-property MemoryMax=` do: nsqd
-// must follow both changes (issue 16 item 4), reading the kernel's files.
+// must follow both changes, reading the kernel's files, or its budgets stay
+// sized for a limit it no longer has.
 func TestMemoryLimitFollowsRealCgroup(t *testing.T) {
 	cg := newMemoryCgroup(t, 3<<30)
 	bin := buildNSQD(t)

@@ -7,8 +7,8 @@ import (
 	"github.com/nsqgo/nsq/lookupd"
 )
 
-// newFlagSet declares nsqlookupd's flags (PROTOCOL.md §B) with opts' values
-// as defaults, so that go-options falls back to them.
+// newFlagSet declares nsqlookupd's flags (docs/protocol.md#options) with
+// opts' values as defaults, so that go-options falls back to them.
 func newFlagSet(opts *lookupd.Options) *flag.FlagSet {
 	fs := flag.NewFlagSet("nsqlookupd", flag.ContinueOnError)
 

@@ -1,4 +1,5 @@
-// Package auth is nsqd's client for an NSQ auth server (PROTOCOL.md §D.8):
+// Package auth is nsqd's client for an NSQ auth server
+// (docs/protocol.md#auth-server):
 // it asks an endpoint what a secret may do and answers whether a topic and
 // channel are allowed.
 package auth

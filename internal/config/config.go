@@ -1,6 +1,6 @@
 // Package config loads a daemon's TOML config file and resolves it, with the
 // command-line flags, onto its options struct through go-options:
-// explicit flag > config file > default (PROTOCOL.md §A).
+// explicit flag > config file > default (docs/protocol.md#options).
 //
 // go-options itself accepts any key silently and calls log.Fatal (or panics)
 // on a value it cannot coerce. This package checks first, so a typo or a

@@ -1,6 +1,6 @@
 // Package deque is a ring-buffer double-ended queue that grows as items
 // arrive and shrinks as it drains, so an idle queue costs nothing whatever
-// its configured limit (DESIGN.md memory rule 2).
+// its configured limit (docs/design.md#rule-queues).
 package deque
 
 const minCap = 16

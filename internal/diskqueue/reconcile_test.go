@@ -5,8 +5,9 @@ import (
 	"testing"
 )
 
-// Issue 16 item 9: at Open, segments below the recorded read position
-// (a crash between persisting it and deleting them) are removed.
+// At Open, segments below the recorded read position (a crash between
+// persisting it and deleting them) are removed: they hold records already
+// read, and left in place they would never be deleted.
 func TestOpenRemovesSegmentsBelowReadPosition(t *testing.T) {
 	dir := t.TempDir()
 	fillFixed(t, dir, 4*perSeg)

@@ -1,6 +1,6 @@
-// Package httpapi holds the HTTP conventions both daemons share (PROTOCOL.md
-// §C.1): the V1 response shape, the plain-text endpoints, router error pages
-// and a server with sane timeouts.
+// Package httpapi holds the HTTP conventions nsqd, nsqlookupd and nsqadmin
+// share (docs/protocol.md#http): the V1 response shape, the plain-text
+// endpoints, router error pages and a server with sane timeouts.
 package httpapi
 
 import (
@@ -137,7 +137,8 @@ func NewRouter(logger *slog.Logger) *httprouter.Router {
 }
 
 // Limits of the daemons' HTTP servers. NSQ sets none, which lets a slow
-// client hold a connection and its buffers forever (PROTOCOL.md §K).
+// client hold a connection and its buffers forever
+// (docs/protocol.md#http-limits).
 const (
 	ReadHeaderTimeout = 10 * time.Second
 	ReadTimeout       = 60 * time.Second

@@ -1,7 +1,7 @@
 // Package lookuppeer is the nsqd side of registration with nsqlookupd
-// (PROTOCOL.md §E): one connection per lookupd that identifies, registers
-// every topic and channel, PINGs, forwards each change, and reconnects with
-// backoff after any error.
+// (docs/protocol.md#v1-nsqd): one connection per lookupd that identifies,
+// registers every topic and channel, PINGs, forwards each change, and
+// reconnects with backoff after any error.
 package lookuppeer
 
 import (

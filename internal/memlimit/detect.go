@@ -1,5 +1,5 @@
 // Package memlimit learns how much memory nsqd may use and watches how close
-// it is to that amount (DESIGN.md memory rule 4).
+// it is to that amount (docs/design.md#memory-guard).
 //
 // The hard limit is the first of these that is set:
 //

@@ -1,5 +1,6 @@
 // Package quantile estimates end-to-end latency percentiles over a sliding
-// window, as nsqd reports them in /stats and statsd (PROTOCOL.md §H).
+// window, as nsqd reports them in /stats and statsd
+// (docs/protocol.md#stats-json, docs/protocol.md#statsd).
 //
 // Like NSQ, a Quantile keeps two streams that each cover half the window:
 // values go into the current one; when a half-window has passed, the older

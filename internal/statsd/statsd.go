@@ -1,5 +1,6 @@
 // Package statsd writes counters and gauges in the statsd line protocol and
-// sends them over UDP, as nsqd's --statsd-* options ask (PROTOCOL.md §H).
+// sends them over UDP, as nsqd's --statsd-* options ask
+// (docs/protocol.md#statsd).
 //
 // A Client only formats: each line is `<prefix><name>:<value>|c` (a counter
 // increment) or `|g` (a gauge), ended by a newline, and lines are packed

@@ -18,7 +18,7 @@ import (
 	"time"
 )
 
-// Frame types of protocol V2 (PROTOCOL.md §D.2).
+// Frame types of protocol V2 (docs/protocol.md#frames).
 const (
 	FrameTypeResponse = 0
 	FrameTypeError    = 1

@@ -1,7 +1,8 @@
 // Package tooltest runs the NSQ tools in-process for their end-to-end
 // tests: a tool's run function in a goroutine with captured output, bounded
 // waits, and small publish/consume/stats helpers over real daemons that the
-// test starts itself (this package imports no daemon, see DESIGN.md).
+// test starts itself (this package imports no daemon, see
+// docs/design.md#packages).
 package tooltest
 
 import (

@@ -1,5 +1,6 @@
-# Build, run and test nsqd and nsqlookupd. `make run` and `make test` are
-# the two commands the README promises work on a fresh machine.
+# Build, run and test the daemons (nsqd, nsqlookupd, nsqadmin) and the
+# tools. `make run` and `make test` are the two commands the README promises
+# work on a fresh machine.
 GO       ?= go
 PREFIX   ?= /usr/local
 DESTDIR  ?=

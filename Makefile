@@ -6,6 +6,7 @@ PREFIX   ?= /usr/local
 DESTDIR  ?=
 BUILD    := build
 VERSION  := $(shell sed -n 's/^var Version = "\(.*\)"/\1/p' internal/version/version.go)
+RELEASE  := $(shell sed -n 's/^var Release = "\(.*\)"/\1/p' internal/version/version.go)
 LDFLAGS  := -X github.com/nsqgo/nsq/internal/version.Version=$(VERSION)
 APPS     := $(filter-out internal,$(notdir $(wildcard apps/*)))
 BENCHES  := $(notdir $(wildcard bench/bench_*))
@@ -65,7 +66,7 @@ install: build
 	install -m 0644 README.md ChangeLog.md contrib/nsqd.cfg.example contrib/nsqlookupd.cfg.example contrib/nsqadmin.cfg.example $(DESTDIR)$(PREFIX)/share/doc/nsq/
 
 # A versioned tarball of every binary, built with -trimpath and the version stamped in.
-DIST := nsq-$(VERSION).$(shell $(GO) env GOOS)-$(shell $(GO) env GOARCH)
+DIST := nsq-$(RELEASE).$(shell $(GO) env GOOS)-$(shell $(GO) env GOARCH)
 dist: build
 	rm -rf dist/$(DIST) && mkdir -p dist/$(DIST)/bin
 	cp $(addprefix $(BUILD)/,$(APPS)) dist/$(DIST)/bin/
@@ -76,7 +77,7 @@ dist: build
 
 # An OCI image laid out as NSQ's (contrib/image/Containerfile), built with
 # podman or buildah, whichever is installed (Debian: apt-get install buildah).
-IMAGE ?= nsqgo/nsq:$(VERSION)
+IMAGE ?= nsqgo/nsq:$(RELEASE)
 image:
 	@rm -rf $(BUILD)/image && mkdir -p $(BUILD)/image/data
 	@for app in $(APPS); do \

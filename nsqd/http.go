@@ -99,6 +99,7 @@ func (s *httpServer) info(http.ResponseWriter, *http.Request, httprouter.Params)
 	}
 	return struct {
 		Version              string        `json:"version"`
+		Release              string        `json:"release"` // not in NSQ: this project's release
 		BroadcastAddress     string        `json:"broadcast_address"`
 		Hostname             string        `json:"hostname"`
 		HTTPPort             int           `json:"http_port"`
@@ -114,7 +115,7 @@ func (s *httpServer) info(http.ResponseWriter, *http.Request, httprouter.Params)
 		ClusterAddress       string        `json:"cluster_address,omitempty"`
 		ClusterPeers         []string      `json:"cluster_peers,omitempty"`
 		drainStatus
-	}{version.Version, o.BroadcastAddress, host, httpPort, netx.Port(s.n.tcpListener), s.n.startTime.Unix(),
+	}{version.Version, version.Release, o.BroadcastAddress, host, httpPort, netx.Port(s.n.tcpListener), s.n.startTime.Unix(),
 		o.MaxHeartbeatInterval, o.MaxOutputBufferSize, o.MaxOutputBufferTimeout, o.MaxDeflateLevel,
 		o.TopologyZone, o.TopologyRegion, s.n.guard.info(), o.ClusterAddress, o.ClusterPeers, s.n.drainStatus()}, nil
 }

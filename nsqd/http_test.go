@@ -184,10 +184,13 @@ func TestHTTPInfo(t *testing.T) {
 	o.BroadcastAddress = "bcast.example"
 	d := startDaemon(t, o)
 	m := d.getJSON("/info")
+	if m["version"] != version.Version || m["release"] != version.Release {
+		t.Errorf("/info version %v release %v, want %s and %s", m["version"], m["release"], version.Version, version.Release)
+	}
 	expectKeys(t, "/info", m, "version", "broadcast_address", "hostname", "http_port", "tcp_port", "start_time",
 		"max_heartbeat_interval", "max_output_buffer_size", "max_output_buffer_timeout", "max_deflate_level",
 		"topology_zone", "topology_region", // NSQ master (#1301)
-		"memory_limits") // memory_limits is ours, not NSQ's
+		"memory_limits", "release") // memory_limits and release are ours, not NSQ's
 	port := func(addr string) float64 {
 		_, p, _ := net.SplitHostPort(addr)
 		n, _ := strconv.Atoi(p)

@@ -6,9 +6,16 @@ import (
 	"runtime"
 )
 
-// Version is the release this build claims. It is "1.3.0-compat"-style so that
-// tools which parse NSQ's version keep working; -ldflags may override it.
+// Version is the NSQ version this build speaks and reports wherever NSQ
+// reports its own (--version, /info, IDENTIFY, nsqlookupd, nsqd.dat), so
+// clients and tools that read NSQ's version see the one they expect;
+// -ldflags may override it.
 var Version = "1.3.0"
+
+// Release is this project's own release (ChangeLog.md): the name of its
+// tarballs and images, shown in nsqd's /info as "release" beside NSQ's
+// version.
+var Release = "1.3.0-compat.2"
 
 // String formats the version line printed by --version.
 func String(app string) string {

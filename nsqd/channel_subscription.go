@@ -177,7 +177,9 @@ func (s *Subscription) Requeue(id MessageID, delay time.Duration) error {
 	if delay > 0 {
 		ch.deferLocked(m, dueAfter(ch.cfg.now(), delay))
 	} else {
-		ch.q.pushFrontLocked(m)
+		// Behind what waits in memory, as NSQ puts it: a consumer that
+		// REQs a message it cannot take now gets the others first.
+		ch.q.pushBackLocked(m)
 	}
 	ch.fillAllLocked()
 	return nil

@@ -119,9 +119,11 @@ func validateIdentify(req *identifyRequest, o *clientLimits) (identifySettings, 
 	default:
 		return s, fmt.Errorf("msg timeout (%d) is invalid", mt)
 	}
-	s.deflateLevel = req.DeflateLevel
-	if s.deflateLevel <= 0 {
-		s.deflateLevel = defaultDeflateLevel
+	// As NSQ: the level asked for counts only when deflate is negotiated;
+	// the answer reports the default (capped) otherwise.
+	s.deflateLevel = defaultDeflateLevel
+	if req.Deflate && o.DeflateEnabled && req.DeflateLevel > 0 {
+		s.deflateLevel = req.DeflateLevel
 	}
 	s.deflateLevel = min(s.deflateLevel, o.MaxDeflateLevel)
 	return s, nil

@@ -89,8 +89,9 @@ func maxBodySize(l *clientLimits) int64 { return l.MaxBodySize }
 var commands = map[string]*commandSpec{
 	"IDENTIFY": {states: inInit, body: lengthPrefixedBody, bodyCode: "E_BAD_BODY", failCode: "E_IDENTIFY_FAILED", limit: maxBodySize, run: (*client).identify},
 	"AUTH":     {states: inInit, check: checkAuthParams, body: lengthPrefixedBody, bodyCode: "E_BAD_BODY", failCode: "E_AUTH_FAILED", limit: maxBodySize, run: (*client).auth},
-	"SUB": {states: inInit, minParams: 2, paramsMsg: "insufficient number of parameters", check: checkSUB,
-		auth: authTopicChannel, run: (*client).subscribe},
+	// SUB counts its parameters in checkSUB, after the heartbeat check, as
+	// NSQ does.
+	"SUB": {states: inInit, check: checkSUB, auth: authTopicChannel, run: (*client).subscribe},
 	"RDY":   {states: inSubscribed, silentIn: inClosing, run: (*client).ready},
 	"FIN":   {states: inSubscribed | inClosing, minParams: 1, paramsMsg: "insufficient number of params", check: checkMsgID, run: (*client).finish, runFailCode: "E_FIN_FAILED"},
 	"REQ":   {states: inSubscribed | inClosing, minParams: 2, paramsMsg: "insufficient number of params", check: checkMsgID, run: (*client).requeue, runFailCode: "E_REQ_FAILED"},
@@ -344,7 +345,7 @@ func checkDPUB(c *client, params [][]byte) error {
 
 func checkMsgID(c *client, params [][]byte) error {
 	if len(params[1]) != MsgIDLength {
-		return wire.NewFatalClientErr("E_INVALID", "Invalid Message ID")
+		return wire.NewFatalClientErr("E_INVALID", "invalid message ID")
 	}
 	return nil
 }
@@ -408,6 +409,9 @@ func checkSUB(c *client, params [][]byte) error {
 	if c.heartbeatInterval <= 0 {
 		return wire.NewFatalClientErr("E_INVALID", "cannot SUB with heartbeats disabled")
 	}
+	if len(params) < 3 {
+		return wire.NewFatalClientErr("E_INVALID", "SUB insufficient number of parameters")
+	}
 	if !validName(string(params[1])) {
 		return wire.NewFatalClientErr("E_BAD_TOPIC", "SUB topic name %q is not valid", params[1])
 	}
@@ -447,7 +451,7 @@ func (c *client) subscribe(params [][]byte, _ []byte) ([]byte, error) {
 		}
 		sub, err := ch.Subscribe(c, c.msgTimeout, c.sampleRate, c.lim.MaxChannelConsumers)
 		if errors.Is(err, errTooManySubs) {
-			return nil, wire.NewFatalClientErr("E_SUB_FAILED", "SUB failed channel consumers for %s:%s exceeds limit of %d", topicName, channelName, c.lim.MaxChannelConsumers)
+			return nil, wire.NewFatalClientErr("E_SUB_FAILED", "SUB failed consumers for %s:%s exceeds limit of %d", topicName, channelName, c.lim.MaxChannelConsumers)
 		}
 		if err != nil {
 			lastErr = err

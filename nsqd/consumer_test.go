@@ -625,7 +625,7 @@ func TestMaxChannelConsumers(t *testing.T) {
 	b.sub("mc", "ch")
 	c := dialV2(t, d.tcp)
 	c.send("SUB mc ch")
-	c.expectError("E_SUB_FAILED SUB failed channel consumers for mc:ch exceeds limit of 2")
+	c.expectError("E_SUB_FAILED SUB failed consumers for mc:ch exceeds limit of 2")
 	c.expectClosed()
 	// another channel of the topic has its own limit
 	dialV2(t, d.tcp).sub("mc", "other")
@@ -875,4 +875,39 @@ func TestHugeDeferralStaysDeferred(t *testing.T) {
 	waitChannel(t, d, "t", "c", "both messages deferred", func(cs ChannelStats) bool {
 		return cs.DeferredCount == 2 && cs.InFlightCount == 0 && cs.Depth == 0
 	})
+}
+
+// TestREQWithoutDelayGoesBehind: REQ with no delay puts the message behind
+// the ones waiting in memory, as NSQ v1.3.0 does, so a consumer that
+// cannot take it now is given the others first.
+func TestREQWithoutDelayGoesBehind(t *testing.T) {
+	d := startDaemon(t, testOptions(t))
+	p := dialV2(t, d.tcp)
+	p.pub("t", "first")
+	p.pub("t", "second")
+	c := dialV2(t, d.tcp)
+	c.sub("t", "c")
+	c.send("RDY 1")
+	m := c.expectMsg()
+	if m.body != "first" {
+		t.Fatalf("first delivery %q", m.body)
+	}
+	c.send("REQ " + m.id + " 0")
+	if m := c.expectMsg(); m.body != "second" {
+		t.Fatalf("after REQ 0 of %q the next delivery is %q (attempt %d), want the message waiting behind it", "first", m.body, m.attempts)
+	}
+}
+
+// TestIdentifyDeflateLevelWithoutDeflate: IDENTIFY's answer reports the
+// default deflate level (6, capped by --max-deflate-level), as NSQ does,
+// when the client asked for a level but not for deflate.
+func TestIdentifyDeflateLevelWithoutDeflate(t *testing.T) {
+	o := testOptions(t)
+	o.MaxDeflateLevel = 9 // so the cap does not hide the level asked for
+	d := startDaemon(t, o)
+	c := dialV2(t, d.tcp)
+	resp := c.identifyJSON(map[string]any{"feature_negotiation": true, "deflate_level": 9})
+	if resp["deflate"] != false || resp["deflate_level"] != 6.0 {
+		t.Fatalf("IDENTIFY answer deflate %v deflate_level %v, want false and 6", resp["deflate"], resp["deflate_level"])
+	}
 }

@@ -43,7 +43,7 @@ func (n *NSQD) handleConn(conn net.Conn) {
 	if string(magic[:]) != wire.MagicV2 {
 		n.log.Info("bad protocol magic", "client", conn.RemoteAddr().String(), "magic", string(magic[:]))
 		_ = conn.SetWriteDeadline(time.Now().Add(time.Second))
-		_ = wire.WriteFrame(conn, wire.FrameTypeError, []byte("E_BAD_PROTOCOL client sent bad protocol magic"))
+		_ = wire.WriteFrame(conn, wire.FrameTypeError, []byte("E_BAD_PROTOCOL"))
 		conn.Close()
 		return
 	}

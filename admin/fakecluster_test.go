@@ -63,7 +63,9 @@ type fakeRequest struct {
 }
 
 // newerEndpoints are the endpoints of this project's nsqd that NSQ's own
-// lacks: a fake node answers them 404, as NSQ does, unless told otherwise.
+// lacks: a fake node answers them as NSQ does (404; 413 for PUT
+// /config/drain, which NSQ refuses for its empty body), unless told
+// otherwise.
 var newerEndpoints = map[string]bool{"/topic/peek": true, "/channel/peek": true, "/topic/policy": true, "/channel/policy": true, "/config/drain": true}
 
 // answer sets what the node answers on path.
@@ -207,6 +209,12 @@ func (fc *fakeCluster) serveNode(n *fakeNode, w http.ResponseWriter, r *http.Req
 		case ok:
 			w.WriteHeader(a.code)
 			_, _ = io.WriteString(w, a.body)
+			return
+		case r.URL.Path == "/config/drain":
+			// NSQ v1.3.0 reads a PUT /config body before it looks at the
+			// option: an empty one is 413.
+			w.WriteHeader(http.StatusRequestEntityTooLarge)
+			_, _ = io.WriteString(w, `{"message":"INVALID_VALUE"}`)
 			return
 		case newerEndpoints[r.URL.Path]:
 			w.WriteHeader(http.StatusNotFound)

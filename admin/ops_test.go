@@ -265,7 +265,8 @@ func TestDrainNode(t *testing.T) {
 	if got := fc.nodes[1].requestsReceived(); len(got) != 0 {
 		t.Errorf("the other node received %+v", got)
 	}
-	// A node without drain mode (404) is a note, not an error page.
+	// A node without drain mode (NSQ v1.3.0 answers 413 INVALID_VALUE for
+	// the empty body) is a note, not an error page.
 	other := "127.0.0.1:" + itoa(fc.nodes[1].httpPort)
 	code, loc, _ = postForm(t, base+"/nodes/"+other, url.Values{"action": {"drain"}}, asAdmin...)
 	if code != http.StatusSeeOther || !strings.Contains(loc, "has+no+drain+mode") {

@@ -18,8 +18,9 @@ import (
 // Policy is a topic's or channel's queue policy as nsqd's /stats and
 // /topic/policy, /channel/policy show it. A queue without one has a nil
 // Policy: an nsqd without policies (NSQ's own, or older) leaves it out of
-// /stats, as may a newer one for a queue with none set, and this
-// project's shows one with every field off.
+// /stats, as this project's does for a queue with none set (an older one
+// of this project's showed one with every field off, which counts as
+// none too).
 type Policy struct {
 	MaxMsgs         int64  `json:"max_msgs"`
 	MaxBytes        int64  `json:"max_bytes"`

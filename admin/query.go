@@ -353,8 +353,20 @@ func (a *Admin) tombstone(ctx context.Context, topic, node string) []NodeError {
 }
 
 // errNoDrain is a node without drain mode (NSQ's own nsqd, or an older one
-// of this project), which answers PUT /config/drain 404.
+// of this project).
 var errNoDrain = errors.New("this nsqd has no drain mode (NSQ's own, or an older one); nothing changed")
+
+// noDrainMode reports whether err is how a node without drain mode
+// answers PUT /config/drain: 404 (an unknown route), or, from NSQ v1.3.0,
+// which reads the body before it looks at the option, 413 INVALID_VALUE
+// for the empty body.
+func noDrainMode(err error) bool {
+	var se *statusError
+	if !errors.As(err, &se) {
+		return false
+	}
+	return se.code == http.StatusNotFound || se.code == http.StatusRequestEntityTooLarge && se.message() == "INVALID_VALUE"
+}
 
 // drainNode starts drain mode on one nsqd of the cluster (PUT
 // /config/drain): it stops taking messages and exits once consumers have
@@ -368,7 +380,7 @@ func (a *Admin) drainNode(req *http.Request, node string) ([]NodeError, error) {
 		return errs, errNodeNotFound
 	}
 	if err := a.cluster.send(req.Context(), "nsqd", http.MethodPut, node, "/config/drain", nil); err != nil {
-		if notFound(err) == nil {
+		if noDrainMode(err) {
 			return errs, errNoDrain
 		}
 		return errs, fmt.Errorf("%w: %w", errUpstream, NodeError{Addr: node, Err: err})

@@ -17,8 +17,11 @@ import (
 // A channel's is "<topic>:<channel>:deferred"; a topic's (DPUBs waiting in
 // a topic that has no channel yet, or is paused) is "<topic>:#deferred".
 // Neither can collide with a real queue: ':' cannot occur in a valid name,
-// and "#deferred" is not a valid channel name. The side queue exists only
-// between a shutdown and the next start, which takes it back and deletes it.
+// and "#deferred" is not a valid channel name. A shutdown writes what is
+// deferred in memory there and the next start takes it back; while the
+// daemon runs, a channel's side queue also holds the deferred messages
+// beyond --max-deferred-memory, and with --mem-queue-size=0 every DPUB
+// (the topic's too: deferredStore).
 const deferredRecordPrefix = 8
 
 func topicDeferredName(topic string) string { return topic + ":#deferred" }

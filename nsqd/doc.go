@@ -76,11 +76,10 @@
 // deferred messages before anyone else can reach it; and a delete, which
 // detaches (renames, no fsync) the deleted queues' files under the lock
 // that frees the name (NSQD.mu for a topic, Topic.mu for a channel), so a
-// new topic or channel of that name never meets them. Two more take a disk
-// queue's mutex under Topic.mu: a backlog move that has to stop rewinds its
-// provisional reads (no I/O), and a stopping topic closes the side queue
-// of its stored DPUBs (--mem-queue-size=0). docs/design.md#locks is the
-// long form.
+// new topic or channel of that name never meets them. One more takes a
+// disk queue's mutex under Topic.mu: a backlog move that has to stop
+// rewinds its provisional reads (no I/O). docs/design.md#locks is the long
+// form.
 //
 // Stats, metrics and statsd read atomics and immutable snapshots (the
 // channel and subscriber lists are replaced, never modified), so they never

@@ -91,7 +91,7 @@ func newNSQDCollector(n *NSQD) *nsqdCollector {
 
 		memState:         d("nsq_nsqd_memory_state", "Memory state against the soft limit: 0 normal, 1 low (new messages go to disk), 2 over (publishes refused).", nil, nil),
 		memUsage:         d("nsq_nsqd_memory_usage_bytes", "Memory in use as last sampled by the memory monitor.", nil, nil),
-		memHard:          d("nsq_nsqd_memory_hard_limit_bytes", "Memory limit of the process; source is where it was found (cgroup2, cgroup1, rlimit, physical, flag).", []string{"source"}, nil),
+		memHard:          d("nsq_nsqd_memory_hard_limit_bytes", "Memory limit of the process; source is where it was found (cgroup2, cgroup1, rlimit, ram, flag).", []string{"source"}, nil),
 		memSoft:          d("nsq_nsqd_memory_soft_limit_bytes", "Soft memory limit, also given to the Go runtime.", nil, nil),
 		memQueue:         d("nsq_nsqd_memory_queue_bytes", "Bytes of messages held in memory queues.", nil, nil),
 		memQueueLimit:    d("nsq_nsqd_memory_queue_limit_bytes", "Budget for messages in memory queues (--max-memory-queue-bytes).", nil, nil),

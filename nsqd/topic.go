@@ -491,7 +491,7 @@ func (t *Topic) stop(deleted bool) (finish func() error) {
 	if deleted {
 		tomb, detachErr = t.q.backend.Detach()
 	}
-	storedTomb, storedErr := t.stored.stop(deleted)
+	finishStored := t.stored.stop(deleted)
 	t.unlock()
 
 	finishes := make([]func() error, 0, len(chans))
@@ -503,9 +503,9 @@ func (t *Topic) stop(deleted bool) (finish func() error) {
 		for _, finish := range finishes {
 			errs = append(errs, finish())
 		}
-		errs = append(errs, storedErr)
+		errs = append(errs, finishStored())
 		if deleted {
-			return errors.Join(append(errs, detachErr, tomb.Remove(), storedTomb.Remove())...)
+			return errors.Join(append(errs, detachErr, tomb.Remove())...)
 		}
 		errs = append(errs, t.persistBacklog(pending), t.q.backend.Close())
 		if err := errors.Join(errs...); err != nil {

@@ -191,18 +191,22 @@ func (s *deferredStore) empty(t *Topic) error {
 	return nil
 }
 
-// stop closes the side queue, keeping it for the next start, or, with
-// deleted, detaches its files (the tombstone removes them).
-func (s *deferredStore) stop(deleted bool) (diskqueue.Tombstone, error) {
+// stop takes the side queue from the store. With deleted its files leave
+// their name at once (a rename, under the lock that frees the topic's
+// name); finish, run with no lock held, removes them, or else closes the
+// queue (an fsync) and keeps it for the next start.
+func (s *deferredStore) stop(deleted bool) (finish func() error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.q == nil {
-		return diskqueue.Tombstone{}, nil
-	}
 	q := s.q
 	s.q = nil
-	if deleted {
-		return q.Detach()
+	switch {
+	case q == nil:
+		return func() error { return nil }
+	case deleted:
+		tomb, err := q.Detach()
+		return func() error { return errors.Join(err, tomb.Remove()) }
+	default:
+		return q.Close
 	}
-	return diskqueue.Tombstone{}, q.Close()
 }

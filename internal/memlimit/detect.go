@@ -10,8 +10,8 @@
 //     RLIMIT_DATA,
 //  4. physical RAM.
 //
-// The soft limit is 75% of the hard limit: the point where nsqd starts
-// sending new messages to disk and, once past it, refusing publishes.
+// The soft limit is 75% of the hard limit: from 90% of it nsqd sends new
+// messages to disk, and past it nsqd refuses publishes.
 //
 // Limits can change while the process runs (it is moved into a cgroup, or
 // its cgroup's limit is lowered); a Follower detects them again and

@@ -91,7 +91,7 @@ var commands = map[string]*commandSpec{
 	"AUTH":     {states: inInit, check: checkAuthParams, body: lengthPrefixedBody, bodyCode: "E_BAD_BODY", failCode: "E_AUTH_FAILED", limit: maxBodySize, run: (*client).auth},
 	// SUB counts its parameters in checkSUB, after the heartbeat check, as
 	// NSQ does.
-	"SUB": {states: inInit, check: checkSUB, auth: authTopicChannel, run: (*client).subscribe},
+	"SUB":   {states: inInit, check: checkSUB, auth: authTopicChannel, run: (*client).subscribe},
 	"RDY":   {states: inSubscribed, silentIn: inClosing, run: (*client).ready},
 	"FIN":   {states: inSubscribed | inClosing, minParams: 1, paramsMsg: "insufficient number of params", check: checkMsgID, run: (*client).finish, runFailCode: "E_FIN_FAILED"},
 	"REQ":   {states: inSubscribed | inClosing, minParams: 2, paramsMsg: "insufficient number of params", check: checkMsgID, run: (*client).requeue, runFailCode: "E_REQ_FAILED"},

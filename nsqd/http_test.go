@@ -878,3 +878,29 @@ func testHTTPPubReachesConsumers(t *testing.T, r *rig) {
 	}
 	var _ nsq.Handler = got
 }
+
+// TestHTTPRedirectsAsNSQ: a path that differs from a route by a trailing
+// slash or by case is redirected to the route, as NSQ's router does.
+func TestHTTPRedirectsAsNSQ(t *testing.T) {
+	d := startDaemon(t, testOptions(t))
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	for _, tc := range []struct {
+		method, path string
+		code         int
+		location     string
+	}{
+		{"GET", "/ping/", http.StatusMovedPermanently, "/ping"},
+		{"GET", "/STATS", http.StatusMovedPermanently, "/stats"},
+		{"POST", "/pub/?topic=t", http.StatusTemporaryRedirect, "/pub?topic=t"},
+	} {
+		req, _ := http.NewRequest(tc.method, d.url(tc.path), nil)
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tc.code || resp.Header.Get("Location") != tc.location {
+			t.Errorf("%s %s: %d to %q, want %d to %q", tc.method, tc.path, resp.StatusCode, resp.Header.Get("Location"), tc.code, tc.location)
+		}
+	}
+}

@@ -117,12 +117,13 @@ func RespondV1(w http.ResponseWriter, code int, data any) {
 	_, _ = w.Write(body)
 }
 
-// NewRouter returns a router whose 404, 405 and panic answers follow §C.1.
+// NewRouter returns a router whose 404, 405 and panic answers are NSQ's
+// (docs/protocol.md#http-router). As NSQ's, it redirects a path that
+// differs from a route by a trailing slash or by case (/stats/, /STATS) to
+// the route: 301 for GET, 307 for other methods (httprouter's answers).
 func NewRouter(logger *slog.Logger) *httprouter.Router {
 	r := httprouter.New()
 	r.HandleMethodNotAllowed = true
-	r.RedirectTrailingSlash = false
-	r.RedirectFixedPath = false
 	r.NotFound = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		RespondV1(w, http.StatusNotFound, Err{http.StatusNotFound, "NOT_FOUND"})
 	})

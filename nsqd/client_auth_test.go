@@ -99,6 +99,7 @@ func authDaemonMethod(t *testing.T, method string, addrs ...string) *testDaemon 
 	o := testOptions(t)
 	o.AuthHTTPAddresses = addrs
 	o.AuthHTTPRequestMethod = method
+	o.AuthHTTPPublishOpen = false
 	return startDaemon(t, o)
 }
 
@@ -362,7 +363,8 @@ func TestAuthTLSCommonName(t *testing.T) {
 }
 
 // TestAuthHTTPPublish: with auth on, HTTP /pub and /mpub need the secret
-// in X-NSQ-Auth-Secret; --auth-http-publish-open leaves them open.
+// in X-NSQ-Auth-Secret with --auth-http-publish-open=false; by default
+// they stay open, as in NSQ.
 func TestAuthHTTPPublish(t *testing.T) {
 	as := newAuthServer(t, standardAuthReply)
 	d := authDaemon(t, as.addr())
@@ -411,9 +413,9 @@ func TestAuthHTTPPublish(t *testing.T) {
 	// The admin endpoints stay as open as in NSQ.
 	d.mustDo("POST", "/topic/create?topic=admin", "", http.StatusOK)
 
+	// By default HTTP publishing stays open, as in NSQ.
 	o := testOptions(t)
 	o.AuthHTTPAddresses = []string{as.addr()}
-	o.AuthHTTPPublishOpen = true
 	open := startDaemon(t, o)
 	open.mustDo("POST", "/pub?topic=anything", "x", http.StatusOK)
 }

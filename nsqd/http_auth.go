@@ -12,10 +12,11 @@ import (
 
 // HTTP publishing under auth. NSQ leaves HTTP /pub and /mpub open even
 // when TCP clients must AUTH, which makes the auth server moot for anyone
-// who can reach the HTTP port. Here, with --auth-http-address set, /pub
-// and /mpub need the same secret a TCP client would send, in the
+// who can reach the HTTP port; so does this daemon by default. With
+// --auth-http-address set and --auth-http-publish-open=false, /pub and
+// /mpub need the same secret a TCP client would send, in the
 // X-NSQ-Auth-Secret header, and the auth server must grant "publish" on the
-// topic (channel ""). --auth-http-publish-open restores NSQ's behaviour.
+// topic (channel ""). Peeks, which NSQ does not have, always need one.
 // Answers are cached per secret and client until their TTL passes, so a
 // steady HTTP publisher costs the auth server one query per TTL.
 

@@ -574,7 +574,10 @@ func TestReplicationLogKeepsUnfinished(t *testing.T) {
 // publish without one is still refused.
 func TestReplicationUnderAuth(t *testing.T) {
 	as := newAuthServer(t, standardAuthReply)
-	nodes := startTestCluster(t, 3, func(o *Options) { o.AuthHTTPAddresses = []string{as.addr()} })
+	nodes := startTestCluster(t, 3, func(o *Options) {
+		o.AuthHTTPAddresses = []string{as.addr()}
+		o.AuthHTTPPublishOpen = false // the leader checks the forwarded secret
+	})
 	const topic = "allowed-replicated"
 	createReplicated(t, nodes, nodes[0], nodes[0], topic, "c")
 	leader := leaderOf(t, nodes)

@@ -37,7 +37,8 @@ type Options struct {
 	HTTPClientConnectTimeout time.Duration `flag:"http-client-connect-timeout" cfg:"http_client_connect_timeout"`
 	HTTPClientRequestTimeout time.Duration `flag:"http-client-request-timeout" cfg:"http_client_request_timeout"`
 	// AuthHTTPPublishOpen lets HTTP /pub and /mpub publish without an auth
-	// secret while auth is enabled, as NSQ does (http_auth.go).
+	// secret while auth is enabled, as NSQ does, the default; false makes
+	// them need one, as TCP publishing does (http_auth.go).
 	AuthHTTPPublishOpen bool `flag:"auth-http-publish-open"`
 	// AuthHTTPRequestMethod is how auth servers are asked: "get" (query
 	// string, NSQ v1.3.0) or "post" (the same parameters as a form body).
@@ -226,6 +227,7 @@ func NewOptions() *Options {
 		NSQLookupdTCPAddresses: make([]string, 0),
 		AuthHTTPAddresses:      make([]string, 0),
 		AuthHTTPRequestMethod:  AuthMethodGet,
+		AuthHTTPPublishOpen:    true,
 		Experiments:            make([]string, 0),
 		SigtermMode:            SigtermCleanShutdown,
 

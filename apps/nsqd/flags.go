@@ -152,7 +152,7 @@ func newFlagSet(opts *nsqd.Options) *flag.FlagSet {
 	fs.String("tcp-address", opts.TCPAddress, "<addr>:<port> or a unix socket path to listen on for TCP clients")
 	authHTTPAddresses := stringArray{}
 	fs.Var(&authHTTPAddresses, "auth-http-address", "<addr>:<port> or a full url to query auth server (may be given multiple times)")
-	fs.Bool("auth-http-publish-open", opts.AuthHTTPPublishOpen, "with auth enabled, let HTTP /pub and /mpub publish without an X-NSQ-Auth-Secret header (NSQ's behaviour)")
+	fs.Bool("auth-http-publish-open", opts.AuthHTTPPublishOpen, "with auth enabled, let HTTP /pub and /mpub publish without an X-NSQ-Auth-Secret header (NSQ's behaviour); false makes them need the secret a TCP publisher sends")
 	fs.String("auth-http-request-method", opts.AuthHTTPRequestMethod, "HTTP method for auth server requests: get (parameters in the query string) or post (parameters in a form body)")
 	fs.String("broadcast-address", opts.BroadcastAddress, "address that will be registered with lookupd (defaults to the OS hostname)")
 	fs.Int("broadcast-tcp-port", opts.BroadcastTCPPort, "TCP port that will be registered with lookupd (defaults to the TCP port that this nsqd is listening on)")

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/nsqgo/nsq/internal/pqueue"
-	"github.com/nsqgo/nsq/internal/replication"
 )
 
 var (
@@ -49,9 +48,9 @@ type Channel struct {
 	paused        atomic.Bool
 	subsView      atomic.Pointer[[]*Subscription] // ch.subs, replaced on change
 	e2e           *latencyStats
-	// repl hears this channel's FINs and REQs when it is the leader's copy
-	// of a replicated channel (nsqd_cluster.go); nil otherwise.
-	repl atomic.Pointer[replication.Node]
+	// obs hears what happens to this channel's messages when a record kept
+	// elsewhere must follow it (queue_observer.go).
+	obs observerSlot
 
 	mu             sync.Mutex // guards every field below, and q
 	q              msgQueue
@@ -87,7 +86,7 @@ func newChannel(topicName, name string, ephemeral bool, cfg *queueConfig, e2e *l
 	}
 	ch.q.init(cfg, backend, ephemeral, cfg.memQueueSize == 0 && !ephemeral, &ch.mu)
 	ch.q.pol.discard = ch.dropLocked
-	ch.q.pol.left = ch.replicateFinished
+	ch.q.pol.left = ch.observeFinished
 	if err := ch.loadDeferred(); err != nil {
 		ch.log.Error("loading deferred messages", "topic", topicName, "channel", name, "err", err)
 	}
@@ -311,7 +310,7 @@ func (ch *Channel) onTimer() {
 				dead = append(dead, m)
 				continue
 			}
-			ch.replicateReturned(m)
+			ch.observeReturned(m)
 			ch.q.pushBackLocked(m)
 		}
 	}

@@ -129,7 +129,7 @@ func (ch *Channel) deadLetter(msgs []*Message) {
 			ch.q.releaseTicket(h)
 		}
 		for _, m := range msgs {
-			ch.replicateFinished(m.ID)
+			ch.observeFinished(m.ID)
 		}
 	}()
 	ch.q.pol.deadLettered.Add(uint64(len(msgs)))

@@ -71,7 +71,7 @@ func (s *Subscription) Unsubscribe() {
 			dead = append(dead, m)
 			continue
 		}
-		ch.replicateReturned(m)
+		ch.observeReturned(m)
 		ch.q.pushFrontLocked(m)
 	}
 	s.inFlight.Store(0)
@@ -117,26 +117,24 @@ func (s *Subscription) Finish(id MessageID) error {
 	ch.dropLocked(m)
 	ch.fillLocked(s)
 	ch.unlock()
-	ch.replicateFinished(id)
+	ch.observeFinished(id)
 	return nil
 }
 
-// replicateFinished tells the replication layer that id left this
-// channel for good (FIN'd, dropped, expired, sampled out or
-// dead-lettered), when the channel is a leader's copy of a replicated
-// one.
-func (ch *Channel) replicateFinished(id MessageID) {
-	if r := ch.repl.Load(); r != nil {
-		r.Finished(ch.topicName, ch.name, id)
+// observeFinished tells the channel's observer that id left the channel
+// for good (FIN'd, dropped, expired, sampled out or dead-lettered).
+func (ch *Channel) observeFinished(id MessageID) {
+	if o := ch.obs.get(); o != nil {
+		o.Finished(ch.topicName, ch.name, id)
 	}
 }
 
-// replicateReturned tells the replication layer that m came back from a
-// consumer without a FIN or REQ (it timed out, or its consumer left), so
-// that a new leader keeps its attempts, as it does a REQ's.
-func (ch *Channel) replicateReturned(m *Message) {
-	if r := ch.repl.Load(); r != nil {
-		r.Requeued(ch.topicName, ch.name, m.ID, 0, m.Attempts)
+// observeReturned tells the channel's observer that m came back from a
+// consumer without a FIN or REQ (it timed out, or its consumer left), with
+// its attempts, as a REQ does.
+func (ch *Channel) observeReturned(m *Message) {
+	if o := ch.obs.get(); o != nil {
+		o.Requeued(ch.topicName, ch.name, m.ID, 0, m.Attempts)
 	}
 }
 
@@ -167,12 +165,12 @@ func (s *Subscription) Requeue(id MessageID, delay time.Duration) error {
 		return nil
 	}
 	defer ch.unlock()
-	if r := ch.repl.Load(); r != nil {
+	if o := ch.obs.get(); o != nil {
 		var due int64
 		if delay > 0 {
 			due = dueAfter(time.Now().UnixNano(), delay)
 		}
-		r.Requeued(ch.topicName, ch.name, id, due, m.Attempts)
+		o.Requeued(ch.topicName, ch.name, id, due, m.Attempts)
 	}
 	if delay > 0 {
 		ch.deferLocked(m, dueAfter(ch.cfg.now(), delay))
@@ -205,8 +203,8 @@ func (s *Subscription) Touch(id MessageID) error {
 	s.flight.remove(m)
 	m.Due = deadline
 	s.flight.insert(m)
-	if r := ch.repl.Load(); r != nil {
-		r.Touched(ch.topicName, ch.name, id, time.Now().Add(time.Duration(deadline-ch.cfg.now())).UnixNano(), m.Attempts)
+	if o := ch.obs.get(); o != nil {
+		o.Touched(ch.topicName, ch.name, id, time.Now().Add(time.Duration(deadline-ch.cfg.now())).UnixNano(), m.Attempts)
 	}
 	return nil
 }

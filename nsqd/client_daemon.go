@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/nsqgo/nsq/internal/auth"
-	"github.com/nsqgo/nsq/internal/replication"
 )
 
 // clientDaemon is what a connection needs from its daemon, and all it can
@@ -21,14 +20,15 @@ type clientDaemon interface {
 	lifetime() context.Context
 	exiting() bool
 
+	// publishTo publishes to a topic by name, whatever its kind.
+	publishTo(ctx context.Context, topic string, bodies [][]byte, deferFor time.Duration, src publishSource) error
+	// readyToSubscribe is nil when this node serves consumers of topic
+	// (a replicated topic's are served by its leader), which it then
+	// gets ready for a subscriber of channel.
+	readyToSubscribe(topic, channel string) error
 	GetTopic(name string) (*Topic, error)
-	publish(t *Topic, bodies [][]byte, deferFor time.Duration) error
 	refuseNewChannel(t *Topic, channel string) error
 	placeSubscription(sub *Subscription, client topology)
-
-	replicatedTopic(name string) *replication.Node
-	publishReplicated(ctx context.Context, r *replication.Node, topic string, bodies [][]byte, deferFor time.Duration, authSecret string) error
-	replicatedSubscribe(r *replication.Node, topic, channel string) error
 
 	authEnabled() bool
 	queryAuth(ctx context.Context, req auth.Request) (*auth.State, error)

@@ -423,10 +423,8 @@ func checkSUB(c *client, params [][]byte) error {
 
 func (c *client) subscribe(params [][]byte, _ []byte) ([]byte, error) {
 	topicName, channelName := string(params[1]), string(params[2])
-	if r := c.d.replicatedTopic(topicName); r != nil {
-		if err := c.d.replicatedSubscribe(r, topicName, channelName); err != nil {
-			return nil, wire.NewFatalClientErr("E_SUB_FAILED", "SUB failed %s", err)
-		}
+	if err := c.d.readyToSubscribe(topicName, channelName); err != nil {
+		return nil, wire.NewFatalClientErr("E_SUB_FAILED", "SUB failed %s", err)
 	}
 	// An ephemeral channel (or topic) can be deleted between lookup and
 	// subscribe when its last client leaves; retry with it recreated. A
@@ -494,28 +492,7 @@ func (c *client) publishOne(cmd, code, topicName string, body []byte, deferFor t
 }
 
 func (c *client) publish(cmd, code, topicName string, bodies [][]byte, deferFor time.Duration) ([]byte, error) {
-	if r := c.d.replicatedTopic(topicName); r != nil {
-		if err := c.d.publishReplicated(c.d.lifetime(), r, topicName, bodies, deferFor, c.authz.secretValue()); err != nil {
-			return nil, wire.NewFatalClientErr(code, "%s failed %s", cmd, err)
-		}
-		c.recordPub(topicName, len(bodies))
-		return wire.OK, nil
-	}
-	for i := 0; ; i++ {
-		t, err := c.d.GetTopic(topicName)
-		if err != nil {
-			return nil, wire.NewFatalClientErr(code, "%s failed %s", cmd, err)
-		}
-		err = c.d.publish(t, bodies, deferFor)
-		if err == nil {
-			break
-		}
-		// An ephemeral topic retired by the departure of its last channel
-		// refuses messages until it is deleted; publish to its successor.
-		if errors.Is(err, errExiting) && t.ephemeral && !c.d.exiting() && i < ephemeralRetries {
-			time.Sleep(time.Duration(i) * time.Millisecond)
-			continue
-		}
+	if err := c.d.publishTo(c.d.lifetime(), topicName, bodies, deferFor, publishSource{secret: c.authz.secretValue()}); err != nil {
 		return nil, wire.NewFatalClientErr(code, "%s failed %s", cmd, err)
 	}
 	c.recordPub(topicName, len(bodies))

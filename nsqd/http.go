@@ -21,7 +21,6 @@ import (
 	"github.com/nsqgo/nsq/internal/httpapi"
 	"github.com/nsqgo/nsq/internal/logging"
 	"github.com/nsqgo/nsq/internal/netx"
-	"github.com/nsqgo/nsq/internal/replication"
 	"github.com/nsqgo/nsq/internal/version"
 	"github.com/nsqgo/nsq/internal/wire"
 )
@@ -42,23 +41,29 @@ func newHTTPServer(n *NSQD) *http.Server {
 	r.Handle("POST", "/mpub", v1(s.mpub))
 	r.Handle("GET", "/stats", v1(s.stats))
 	r.Handler("GET", "/metrics", n.metricsHandler())
-	r.Handle("POST", "/topic/create", v1(s.topicCreate))
-	r.Handle("POST", "/topic/delete", v1(s.topicDelete))
-	r.Handle("POST", "/topic/empty", v1(s.topicEmpty))
-	r.Handle("POST", "/topic/pause", v1(s.setPaused(true, false)))
-	r.Handle("POST", "/topic/unpause", v1(s.setPaused(false, false)))
-	r.Handle("POST", "/channel/create", v1(s.channelCreate))
-	r.Handle("POST", "/channel/delete", v1(s.channelDelete))
-	r.Handle("POST", "/channel/empty", v1(s.channelEmpty))
-	r.Handle("POST", "/channel/pause", v1(s.setPaused(true, true)))
-	r.Handle("POST", "/channel/unpause", v1(s.setPaused(false, true)))
+	// The calls that change or show a topic or channel: a replicated one's
+	// go through the replication layer (replicable), the handlers below
+	// are an ordinary one's.
+	queueRoute := func(method, path string, h httpapi.Handler) {
+		r.Handle(method, path, v1(s.replicable(method, path, h)))
+	}
+	queueRoute("POST", "/topic/create", s.topicCreate)
+	queueRoute("POST", "/topic/delete", s.topicDelete)
+	queueRoute("POST", "/topic/empty", s.topicEmpty)
+	queueRoute("POST", "/topic/pause", s.setPaused(true, false))
+	queueRoute("POST", "/topic/unpause", s.setPaused(false, false))
+	queueRoute("POST", "/channel/create", s.channelCreate)
+	queueRoute("POST", "/channel/delete", s.channelDelete)
+	queueRoute("POST", "/channel/empty", s.channelEmpty)
+	queueRoute("POST", "/channel/pause", s.setPaused(true, true))
+	queueRoute("POST", "/channel/unpause", s.setPaused(false, true))
 	r.Handle("GET", "/topic/peek", v1(s.topicPeek))
 	r.Handle("GET", "/channel/peek", v1(s.channelPeek))
-	r.Handle("GET", "/topic/policy", v1(s.getTopicPolicy))
-	r.Handle("POST", "/topic/policy", v1(s.postTopicPolicy))
-	r.Handle("GET", "/channel/policy", v1(s.getChannelPolicy))
-	r.Handle("POST", "/channel/policy", v1(s.postChannelPolicy))
-	r.Handle("POST", replication.ClaimAnswerPath, v1(s.claimAnswer))
+	queueRoute("GET", "/topic/policy", s.getTopicPolicy)
+	queueRoute("POST", "/topic/policy", s.postTopicPolicy)
+	queueRoute("GET", "/channel/policy", s.getChannelPolicy)
+	queueRoute("POST", "/channel/policy", s.postChannelPolicy)
+	s.handleCluster(r)
 	r.Handle("GET", "/config/:opt", v1(s.getConfig))
 	r.Handle("PUT", "/config/:opt", v1(s.putConfig))
 
@@ -169,6 +174,9 @@ func publishErr(err error) error {
 		// Retry: in a moment the name is replicated or free again.
 		return apiErr(http.StatusServiceUnavailable, "NOT_COMMITTED: "+err.Error())
 	}
+	if e, ok := clusterAPIErr(err); ok {
+		return e
+	}
 	return apiErr(http.StatusInternalServerError, "INTERNAL_ERROR")
 }
 
@@ -196,14 +204,7 @@ func (s *httpServer) pub(_ http.ResponseWriter, r *http.Request, _ httprouter.Pa
 	if err := s.authorizePublish(r, name); err != nil {
 		return nil, err
 	}
-	if rep := s.n.replicatedTopic(name); rep != nil {
-		return s.replicatedPublish(r, rep, name, [][]byte{body}, deferFor)
-	}
-	t, err := s.getTopic(name)
-	if err != nil {
-		return nil, err
-	}
-	if err := s.n.publish(t, [][]byte{body}, deferFor); err != nil {
+	if err := s.n.publishTo(r.Context(), name, [][]byte{body}, deferFor, publishSourceOf(r)); err != nil {
 		return nil, publishErr(err)
 	}
 	return "OK", nil
@@ -270,17 +271,10 @@ func (s *httpServer) mpub(_ http.ResponseWriter, r *http.Request, _ httprouter.P
 	if err != nil {
 		return nil, err
 	}
-	if rep := s.n.replicatedTopic(name); rep != nil && len(bodies) > 0 {
-		return s.replicatedPublish(r, rep, name, bodies, 0)
+	if len(bodies) > 0 {
+		bodies = packBodies(bodies, body)
 	}
-	t, err := s.getTopic(name)
-	if err != nil {
-		return nil, err
-	}
-	if len(bodies) == 0 {
-		return "OK", nil
-	}
-	if err := s.n.publish(t, packBodies(bodies, body), 0); err != nil {
+	if err := s.n.publishTo(r.Context(), name, bodies, 0, publishSourceOf(r)); err != nil {
 		return nil, publishErr(err)
 	}
 	return "OK", nil
@@ -366,15 +360,9 @@ func boolParam(v string, def bool) bool {
 }
 
 func (s *httpServer) topicCreate(_ http.ResponseWriter, r *http.Request, _ httprouter.Params) (any, error) {
-	q, name, err := queryTopic(r)
+	_, name, err := queryTopic(r)
 	if err != nil {
 		return nil, err
-	}
-	if handled, err := s.createReplicated(r, name, q.Get("replicas")); handled {
-		return nil, err
-	}
-	if s.n.isReplicated(name) {
-		return nil, nil // exists, replicated
 	}
 	_, err = s.getTopic(name)
 	return nil, err
@@ -403,11 +391,6 @@ func (s *httpServer) existingTopic(r *http.Request, validate bool) (*Topic, erro
 }
 
 func (s *httpServer) topicDelete(_ http.ResponseWriter, r *http.Request, _ httprouter.Params) (any, error) {
-	if handled, err := s.replicatedAdmin(r, r.URL.Query().Get("topic"), func(rep *replication.Node) error {
-		return rep.DeleteTopic(r.Context(), r.URL.Query().Get("topic"))
-	}); handled {
-		return nil, err
-	}
 	t, err := s.existingTopic(r, false)
 	if err != nil {
 		return nil, err
@@ -419,12 +402,6 @@ func (s *httpServer) topicDelete(_ http.ResponseWriter, r *http.Request, _ httpr
 }
 
 func (s *httpServer) topicEmpty(_ http.ResponseWriter, r *http.Request, _ httprouter.Params) (any, error) {
-	topic := r.URL.Query().Get("topic")
-	if handled, err := s.replicatedAdmin(r, topic, func(rep *replication.Node) error {
-		return rep.Empty(r.Context(), topic, "")
-	}); handled {
-		return nil, err
-	}
 	t, err := s.existingTopic(r, true)
 	if err != nil {
 		return nil, err
@@ -449,18 +426,6 @@ func (s *httpServer) setPaused(pause, forChannel bool) httpapi.Handler {
 		find = s.pausableChannel
 	}
 	return func(_ http.ResponseWriter, r *http.Request, _ httprouter.Params) (any, error) {
-		topic, channel := r.URL.Query().Get("topic"), ""
-		if forChannel {
-			var err error
-			if topic, channel, err = s.channelArgs(r); err != nil {
-				return nil, err
-			}
-		}
-		if handled, err := s.replicatedAdmin(r, topic, func(rep *replication.Node) error {
-			return rep.Pause(r.Context(), topic, channel, pause)
-		}); handled {
-			return nil, err
-		}
 		p, err := find(r)
 		if err != nil {
 			return nil, err
@@ -528,11 +493,6 @@ func (s *httpServer) channelCreate(_ http.ResponseWriter, r *http.Request, _ htt
 	if err != nil {
 		return nil, err
 	}
-	if handled, err := s.replicatedAdmin(r, topic, func(rep *replication.Node) error {
-		return rep.CreateChannel(r.Context(), topic, channel)
-	}); handled {
-		return nil, err
-	}
 	t, ok := s.n.GetExistingTopic(topic)
 	if !ok {
 		return nil, apiErr(http.StatusNotFound, "TOPIC_NOT_FOUND")
@@ -547,13 +507,6 @@ func (s *httpServer) channelCreate(_ http.ResponseWriter, r *http.Request, _ htt
 }
 
 func (s *httpServer) channelDelete(_ http.ResponseWriter, r *http.Request, _ httprouter.Params) (any, error) {
-	if topic, channel, err := s.channelArgs(r); err == nil {
-		if handled, err := s.replicatedAdmin(r, topic, func(rep *replication.Node) error {
-			return rep.DeleteChannel(r.Context(), topic, channel)
-		}); handled {
-			return nil, err
-		}
-	}
 	t, ch, err := s.existingChannel(r)
 	if err != nil {
 		return nil, err
@@ -568,13 +521,6 @@ func (s *httpServer) channelDelete(_ http.ResponseWriter, r *http.Request, _ htt
 }
 
 func (s *httpServer) channelEmpty(_ http.ResponseWriter, r *http.Request, _ httprouter.Params) (any, error) {
-	if topic, channel, err := s.channelArgs(r); err == nil {
-		if handled, err := s.replicatedAdmin(r, topic, func(rep *replication.Node) error {
-			return rep.Empty(r.Context(), topic, channel)
-		}); handled {
-			return nil, err
-		}
-	}
 	_, ch, err := s.existingChannel(r)
 	if err != nil {
 		return nil, err

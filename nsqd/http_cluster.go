@@ -1,13 +1,14 @@
 package nsqd
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"strconv"
-	"time"
 
 	"github.com/julienschmidt/httprouter"
 
+	"github.com/nsqgo/nsq/internal/httpapi"
 	"github.com/nsqgo/nsq/internal/names"
 	"github.com/nsqgo/nsq/internal/replication"
 )
@@ -29,64 +30,219 @@ func (s *httpServer) replicatedCall(r *http.Request, do func() error) error {
 // 503 for what a client should retry (no majority, no leader), as NSQ
 // answers 503 for a node that is exiting.
 func replicationErr(err error) error {
-	var refused *replication.LeaderError
-	switch {
-	case errors.As(err, &refused):
-		return apiErr(refused.Status, refused.Message)
-	case errors.Is(err, replication.ErrTopicExists):
-		return apiErr(http.StatusConflict, "TOPIC_EXISTS")
-	case errors.Is(err, replication.ErrNotCommitted), errors.Is(err, replication.ErrNoLeader):
-		return apiErr(http.StatusServiceUnavailable, "NOT_COMMITTED: "+err.Error())
-	case errors.Is(err, replication.ErrChannelNotFound):
-		return apiErr(http.StatusNotFound, "CHANNEL_NOT_FOUND")
-	case errors.Is(err, errDraining), errors.Is(err, errMemoryLimit), errors.Is(err, errQueueFull):
+	if e, ok := clusterAPIErr(err); ok {
+		return e
+	}
+	if errors.Is(err, errDraining) || errors.Is(err, errMemoryLimit) || errors.Is(err, errQueueFull) {
 		return publishErr(err)
 	}
 	return apiErr(http.StatusInternalServerError, "INTERNAL_ERROR: "+err.Error())
 }
 
-func (s *httpServer) replicatedPublish(r *http.Request, rep *replication.Node, topic string, bodies [][]byte, deferFor time.Duration) (any, error) {
-	secret := r.Header.Get(AuthSecretHeader)
-	publish := s.n.publishReplicated
-	if r.Header.Get(replication.ForwardedHeader) != "" {
-		publish = s.n.commitReplicated
-	}
-	if err := s.replicatedCall(r, func() error { return publish(r.Context(), rep, topic, bodies, deferFor, secret) }); err != nil {
-		return nil, err
-	}
-	return "OK", nil
+// publishSourceOf is who makes an HTTP publish: the secret in its header,
+// and whether another node forwarded it.
+func publishSourceOf(r *http.Request) publishSource {
+	return publishSource{secret: r.Header.Get(AuthSecretHeader), forwarded: r.Header.Get(replication.ForwardedHeader) != ""}
 }
 
-// createReplicated is /topic/create with replicas > 1.
-func (s *httpServer) createReplicated(r *http.Request, topic, replicas string) (handled bool, err error) {
+// clusterAPIErr is the answer for an error of the replication layer; ok is
+// false for any other error.
+func clusterAPIErr(err error) (answer error, ok bool) {
+	var refused *replication.LeaderError
+	switch {
+	case errors.Is(err, errForwardedNotLeader):
+		return apiErr(http.StatusServiceUnavailable, replication.NotLeaderCode), true
+	case errors.As(err, &refused):
+		return apiErr(refused.Status, refused.Message), true
+	case errors.Is(err, replication.ErrTopicExists):
+		return apiErr(http.StatusConflict, "TOPIC_EXISTS"), true
+	case errors.Is(err, replication.ErrNotCommitted), errors.Is(err, replication.ErrNoLeader):
+		return apiErr(http.StatusServiceUnavailable, "NOT_COMMITTED: "+err.Error()), true
+	case errors.Is(err, replication.ErrChannelNotFound):
+		return apiErr(http.StatusNotFound, "CHANNEL_NOT_FOUND"), true
+	}
+	return nil, false
+}
+
+// replicable wraps the handler h of an ordinary topic's route (method,
+// path) so that a call on a replicated topic goes through the replication
+// layer instead: the fork is made here, for every route the route table
+// passes through it, and no handler has one of its own.
+func (s *httpServer) replicable(method, path string, h httpapi.Handler) httpapi.Handler {
+	call := replicatedCalls[method+" "+path]
+	if call == nil {
+		return h
+	}
+	return func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) (any, error) {
+		if resp, handled, err := call(s, r); handled {
+			return resp, err
+		}
+		return h(w, r, ps)
+	}
+}
+
+// replicatedCall is how one route changes or shows a replicated topic;
+// handled is false for an ordinary topic (and for a request whose
+// arguments the ordinary handler refuses as it would anyway).
+type replicatedCall func(s *httpServer, r *http.Request) (resp any, handled bool, err error)
+
+// replicatedCalls are the routes of replicable, by "METHOD /path".
+var replicatedCalls = map[string]replicatedCall{
+	"POST /topic/create": (*httpServer).createReplicated,
+	"POST /topic/delete": topicCall(func(ctx context.Context, rep *replication.Node, topic string) error {
+		return rep.DeleteTopic(ctx, topic)
+	}),
+	"POST /topic/empty": topicCall(func(ctx context.Context, rep *replication.Node, topic string) error { return rep.Empty(ctx, topic, "") }),
+	"POST /topic/pause": topicCall(func(ctx context.Context, rep *replication.Node, topic string) error {
+		return rep.Pause(ctx, topic, "", true)
+	}),
+	"POST /topic/unpause": topicCall(func(ctx context.Context, rep *replication.Node, topic string) error {
+		return rep.Pause(ctx, topic, "", false)
+	}),
+	"POST /channel/create": channelCall((*replication.Node).CreateChannel),
+	"POST /channel/delete": channelCall((*replication.Node).DeleteChannel),
+	"POST /channel/empty":  channelCall((*replication.Node).Empty),
+	"POST /channel/pause": channelCall(func(rep *replication.Node, ctx context.Context, topic, channel string) error {
+		return rep.Pause(ctx, topic, channel, true)
+	}),
+	"POST /channel/unpause": channelCall(func(rep *replication.Node, ctx context.Context, topic, channel string) error {
+		return rep.Pause(ctx, topic, channel, false)
+	}),
+	"POST /topic/policy":   func(s *httpServer, r *http.Request) (any, bool, error) { return s.replicatedPolicy(r, false) },
+	"POST /channel/policy": func(s *httpServer, r *http.Request) (any, bool, error) { return s.replicatedPolicy(r, true) },
+	"GET /topic/policy":    func(s *httpServer, r *http.Request) (any, bool, error) { return s.replicatedPolicyView(r, false) },
+	"GET /channel/policy":  func(s *httpServer, r *http.Request) (any, bool, error) { return s.replicatedPolicyView(r, true) },
+}
+
+// topicCall is a replicatedCall that does one thing to ?topic=.
+func topicCall(do func(ctx context.Context, rep *replication.Node, topic string) error) replicatedCall {
+	return func(s *httpServer, r *http.Request) (any, bool, error) {
+		topic := r.URL.Query().Get("topic")
+		rep := s.n.replicated(topic)
+		if rep == nil {
+			return nil, false, nil
+		}
+		return nil, true, s.replicatedCall(r, func() error { return do(r.Context(), rep, topic) })
+	}
+}
+
+// channelCall is a replicatedCall that does one thing to ?topic=&channel=.
+func channelCall(do func(rep *replication.Node, ctx context.Context, topic, channel string) error) replicatedCall {
+	return func(s *httpServer, r *http.Request) (any, bool, error) {
+		topic, channel, err := s.channelArgs(r)
+		if err != nil {
+			return nil, false, nil
+		}
+		rep := s.n.replicated(topic)
+		if rep == nil {
+			return nil, false, nil
+		}
+		return nil, true, s.replicatedCall(r, func() error { return do(rep, r.Context(), topic, channel) })
+	}
+}
+
+// createReplicated is /topic/create with replicas > 1, and the create of a
+// name that is replicated already (nothing to do).
+func (s *httpServer) createReplicated(r *http.Request) (any, bool, error) {
+	q := r.URL.Query()
+	topic, replicas := q.Get("topic"), q.Get("replicas")
 	if replicas == "" || replicas == "1" {
-		return false, nil
+		return nil, s.n.isReplicated(topic), nil
+	}
+	if _, _, err := queryTopic(r); err != nil {
+		return nil, false, nil
 	}
 	n, perr := strconv.Atoi(replicas)
 	if perr != nil || n < 1 {
-		return true, apiErr(http.StatusBadRequest, "INVALID_REPLICAS")
+		return nil, true, apiErr(http.StatusBadRequest, "INVALID_REPLICAS")
 	}
 	if names.IsEphemeral(topic) {
-		return true, apiErr(http.StatusBadRequest, "EPHEMERAL_TOPIC_NOT_REPLICATED")
+		return nil, true, apiErr(http.StatusBadRequest, "EPHEMERAL_TOPIC_NOT_REPLICATED")
 	}
 	if s.n.repl == nil {
-		return true, apiErr(http.StatusBadRequest, "REPLICATION_DISABLED")
+		return nil, true, apiErr(http.StatusBadRequest, "REPLICATION_DISABLED")
 	}
 	if _, ok := s.n.GetExistingTopic(topic); ok && !s.n.isReplicated(topic) {
-		return true, apiErr(http.StatusConflict, "TOPIC_EXISTS")
+		return nil, true, apiErr(http.StatusConflict, "TOPIC_EXISTS")
 	}
 	rep := s.n.repl
-	return true, s.replicatedCall(r, func() error { return rep.CreateTopic(r.Context(), topic, n) })
+	return nil, true, s.replicatedCall(r, func() error { return rep.CreateTopic(r.Context(), topic, n) })
 }
 
-// replicatedAdmin runs an admin call on a replicated topic through the
-// replication layer; handled is false for an ordinary topic.
-func (s *httpServer) replicatedAdmin(r *http.Request, topic string, do func(*replication.Node) error) (handled bool, err error) {
+// replicatedPolicy commits a policy POST on a replicated topic through the
+// replication layer, once the patch is known to be valid. The answer is
+// the resulting policy where this node has the queue (it leads), else
+// empty.
+func (s *httpServer) replicatedPolicy(r *http.Request, forChannel bool) (resp any, handled bool, err error) {
+	topic, channel := r.URL.Query().Get("topic"), ""
 	rep := s.n.replicated(topic)
 	if rep == nil {
-		return false, nil
+		return nil, false, nil
 	}
-	return true, s.replicatedCall(r, func() error { return do(rep) })
+	if forChannel {
+		if _, channel, err = s.channelArgs(r); err != nil {
+			return nil, true, err
+		}
+	}
+	body, err := readPolicyBody(r)
+	if err != nil {
+		return nil, true, err
+	}
+	if _, err := parsePolicyPatch(body, nil, forChannel, topic); err != nil {
+		return nil, true, policyErr(err)
+	}
+	if err := s.replicatedCall(r, func() error { return rep.SetPolicy(r.Context(), topic, channel, body) }); err != nil {
+		return nil, true, err
+	}
+	if t, ok := s.n.GetExistingTopic(topic); ok {
+		if !forChannel {
+			return t.Policy(), true, nil
+		}
+		if ch, ok := t.GetExistingChannel(channel); ok {
+			return ch.Policy(), true, nil
+		}
+	}
+	return nil, true, nil
+}
+
+// replicatedPolicyView answers a GET of a replicated topic's or channel's
+// policy on a node that does not lead it (and so has no local copy) from
+// the replicated patches, as the leader's queues resolve them.
+func (s *httpServer) replicatedPolicyView(r *http.Request, forChannel bool) (any, bool, error) {
+	q := r.URL.Query()
+	topic := q.Get("topic")
+	rep := s.n.replicated(topic)
+	if rep == nil || rep.Leading() {
+		return nil, false, nil
+	}
+	v, ok := rep.Topic(topic)
+	if !ok {
+		return nil, false, nil
+	}
+	defaults := s.n.qcfg.policyDefaults
+	topicOwn, err := foldPatches(v.Policies, false, topic)
+	if err != nil {
+		return nil, true, err
+	}
+	if !forChannel {
+		return resolveTopicPolicy(topicOwn, defaults).topicView(), true, nil
+	}
+	channel := q.Get("channel")
+	for _, cv := range v.Channels {
+		if cv.Name == channel {
+			own, err := foldPatches(cv.Policies, true, topic)
+			if err != nil {
+				return nil, true, err
+			}
+			return resolvePolicy(topic, own, topicOwn, defaults).channelView(), true, nil
+		}
+	}
+	return nil, true, apiErr(http.StatusNotFound, "CHANNEL_NOT_FOUND")
+}
+
+// handleCluster adds the routes only the replication layer uses.
+func (s *httpServer) handleCluster(r *httprouter.Router) {
+	r.Handle("POST", replication.ClaimAnswerPath, httpapi.V1(s.claimAnswer))
 }
 
 // claimAnswer takes another node's answer to a create's claim of a name

@@ -541,7 +541,7 @@ func (n *NSQD) unlistTopicLocked(t *Topic) {
 func (n *NSQD) onChannelCreated(t *Topic, ch *Channel) {
 	n.log.Info("channel created", "topic", t.name, "channel", ch.name)
 	if r := n.replicated(t.name); r != nil && !ch.ephemeral {
-		ch.repl.Store(r)
+		ch.obs.set(r)
 	}
 	n.lookupRegister(t.name, ch.name)
 	if !n.loading.Load() && !ch.ephemeral && !t.ephemeral {
@@ -623,6 +623,41 @@ func (n *NSQD) publish(t *Topic, bodies [][]byte, deferFor time.Duration) error 
 	}
 	n.setHealth(nil)
 	return nil
+}
+
+// publishSource is who publishes, beyond the messages: what a publish that
+// goes through another node needs.
+type publishSource struct {
+	secret    string // the publisher's auth secret, which this node has checked
+	forwarded bool   // another node forwarded the publish here
+}
+
+// publishTo is the one way in for a publish to a topic by name, whoever
+// makes it (TCP PUB, MPUB and DPUB, HTTP /pub and /mpub, dead-lettering):
+// the topic's path is chosen here, once. A replicated topic commits the
+// messages through its log (nsqd_cluster.go); an ordinary one, created if
+// needed, takes them in its queues. An ephemeral topic retired by the
+// departure of its last channel refuses messages until it is deleted, so
+// the publish goes to its successor. No bodies: the topic is made, and
+// nothing is published.
+func (n *NSQD) publishTo(ctx context.Context, name string, bodies [][]byte, deferFor time.Duration, src publishSource) error {
+	if r := n.replicatedTopic(name); r != nil {
+		if len(bodies) == 0 {
+			return nil
+		}
+		return n.publishReplicated(ctx, r, name, bodies, deferFor, src)
+	}
+	for i := 0; ; i++ {
+		t, err := n.GetTopic(name)
+		if err != nil || len(bodies) == 0 {
+			return err
+		}
+		err = n.publish(t, bodies, deferFor)
+		if err == nil || !errors.Is(err, errExiting) || !t.ephemeral || n.exiting() || i >= ephemeralRetries {
+			return err
+		}
+		time.Sleep(time.Duration(i) * time.Millisecond)
+	}
 }
 
 // validName is names.Valid, here so handlers read naturally.

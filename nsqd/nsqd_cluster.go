@@ -9,11 +9,13 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nsqgo/nsq/internal/names"
 	"github.com/nsqgo/nsq/internal/quantile"
 	"github.com/nsqgo/nsq/internal/replication"
+	"github.com/nsqgo/nsq/internal/statsdoc"
 )
 
 // startReplication joins the cluster when --cluster-address is set. A
@@ -81,21 +83,21 @@ func (n *NSQD) replicated(topic string) *replication.Node {
 
 // publishReplicated publishes to a replicated topic: committed on a
 // majority, through the leader. A draining node, or one over its soft
-// memory limit, refuses, as it does for ordinary topics. authSecret is
-// the publisher's (this node has checked it); a publish forwarded to the
-// leader carries it there, where HTTP publishing under auth needs it too.
-func (n *NSQD) publishReplicated(ctx context.Context, r *replication.Node, topic string, bodies [][]byte, deferFor time.Duration, authSecret string) error {
-	if n.Draining() {
+// memory limit, refuses, as it does for ordinary topics, but a publish
+// another node forwarded is that node's client's: a draining leader takes
+// it until its hand-over is done, or the topic would refuse publishes
+// everywhere meanwhile. A forwarded publish is refused when this node does
+// not lead either, so forwards never loop. The publisher's secret (this
+// node has checked it) goes with a publish forwarded to the leader, where
+// HTTP publishing under auth needs it too.
+func (n *NSQD) publishReplicated(ctx context.Context, r *replication.Node, topic string, bodies [][]byte, deferFor time.Duration, src publishSource) error {
+	if src.forwarded && !r.IsLeader() {
+		return errForwardedNotLeader
+	}
+	if n.Draining() && !src.forwarded {
 		return errDraining
 	}
-	return n.commitReplicated(ctx, r, topic, bodies, deferFor, authSecret)
-}
-
-// commitReplicated is publishReplicated without the drain check, for a
-// publish another node forwarded: it is that node's client's, and a
-// draining leader takes it until its hand-over is done, or the topic
-// would refuse publishes everywhere meanwhile.
-func (n *NSQD) commitReplicated(ctx context.Context, r *replication.Node, topic string, bodies [][]byte, deferFor time.Duration, authSecret string) error {
+	authSecret := src.secret
 	if err := n.guard.checkPublish(); err != nil {
 		return err
 	}
@@ -118,6 +120,10 @@ func (n *NSQD) commitReplicated(ctx context.Context, r *replication.Node, topic 
 	}
 	return r.Publish(replication.WithAuthSecret(ctx, authSecret), topic, bodies, deferFor)
 }
+
+// errForwardedNotLeader refuses a publish another node forwarded when this
+// node does not lead the topic either, so forwards never loop.
+var errForwardedNotLeader = errors.New("forwarded to a node that does not lead the topic")
 
 // replicatedTopic is replicated, and for a name this node has no topic
 // of, it also asks the leader: a creation this node has not applied yet
@@ -157,9 +163,13 @@ func (n *NSQD) claimedErr(name string) error {
 	return errNameClaimed
 }
 
-// isReplicated reports whether topic is a replicated topic (its local copy
-// is not the node's own: it is not written to nsqd.dat).
+// isReplicated reports whether topic is a replicated topic.
 func (n *NSQD) isReplicated(topic string) bool { return n.replicated(topic) != nil }
+
+// ownsTopic reports whether t is this node's own, which nsqd.dat and the
+// policies file keep: not ephemeral, and not the local copy of a
+// replicated topic, whose record is the replicated log.
+func (n *NSQD) ownsTopic(t *Topic) bool { return !t.ephemeral && !n.isReplicated(t.name) }
 
 // clusterHost is the daemon as the replication layer drives it while this
 // node leads.
@@ -182,7 +192,7 @@ func (h clusterHost) Adopt(v replication.TopicView) error {
 			return err
 		}
 	}
-	t.repl.Store(n.repl)
+	t.obs.set(n.repl)
 	for _, p := range v.Policies {
 		if err := t.patchPolicy(bodyPatch(p, false, t.name)); err != nil {
 			return fmt.Errorf("topic policy: %w", err)
@@ -226,7 +236,7 @@ func (h clusterHost) channel(t *Topic, name string, fresh bool) (*Channel, error
 			return nil, err
 		}
 	}
-	ch.repl.Store(h.n.repl)
+	ch.obs.set(h.n.repl)
 	return ch, nil
 }
 
@@ -255,7 +265,7 @@ func (h clusterHost) Drop(topic string) error {
 // name, not the leader's copy of a replicated one.
 func (h clusterHost) HoldsOrdinary(topic string) bool {
 	t, ok := h.n.GetExistingTopic(topic)
-	return ok && t.repl.Load() == nil
+	return ok && !t.obs.observed()
 }
 
 func (h clusterHost) Deliver(topic string, msgs []replication.Message) error {
@@ -336,10 +346,23 @@ func (h clusterHost) Policy(topic, channel string, patch []byte) error {
 	return t.patchChannelPolicy(ch, bodyPatch(patch, true, topic))
 }
 
-// replicatedSubscribe gets a replicated topic's channel ready for a SUB:
+// handOverLeadership has a draining node give up leading the replicated
+// topics, now and whenever it is elected again, so they stay writable
+// while it drains.
+func (n *NSQD) handOverLeadership() {
+	if n.repl != nil {
+		n.repl.Drain()
+	}
+}
+
+// readyToSubscribe gets a replicated topic's channel ready for a SUB:
 // only the leader serves consumers, and a new channel is created on every
-// node before anyone consumes from it.
-func (n *NSQD) replicatedSubscribe(r *replication.Node, topic, channel string) error {
+// node before anyone consumes from it. An ordinary topic needs nothing.
+func (n *NSQD) readyToSubscribe(topic, channel string) error {
+	r := n.replicatedTopic(topic)
+	if r == nil {
+		return nil
+	}
 	if !r.Leading() {
 		l, _ := r.Leader()
 		return fmt.Errorf("topic %s is replicated and this node does not lead it (leader: %q)", topic, l.TCP)
@@ -383,6 +406,36 @@ func (n *NSQD) replicationStats(out []TopicStats, topic, channel string) []Topic
 		st := r.Status(v.Name)
 		ts.Replication = &st
 		out = append(out, ts)
+	}
+	return out
+}
+
+// replicationOf is the "replication" object of a topic's stats, nil for a
+// topic that is not replicated.
+func (n *NSQD) replicationOf(topic string) *statsdoc.Replication {
+	r := n.replicated(topic)
+	if r == nil {
+		return nil
+	}
+	st := r.Status(topic)
+	return &st
+}
+
+// remoteReplicatedStats is the stats of the replicated topics that /stats
+// lists besides local (sorted by name): those this node does not hold,
+// from the replicated state (replicationStats).
+func (n *NSQD) remoteReplicatedStats(local []*Topic, topic, channel string) []TopicStats {
+	if n.repl == nil {
+		return nil
+	}
+	all := n.replicationStats(nil, topic, channel)
+	out := all[:0]
+	for _, ts := range all {
+		if _, held := slices.BinarySearchFunc(local, ts.TopicName, func(t *Topic, name string) int {
+			return strings.Compare(t.name, name)
+		}); !held {
+			out = append(out, ts)
+		}
 	}
 	return out
 }

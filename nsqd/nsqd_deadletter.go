@@ -10,10 +10,10 @@ import (
 // channel for the channel's dead_letter_topic, as new messages of it.
 
 // publishDeadLetter publishes bodies as new messages of the dead-letter
-// topic, creating it if needed. It is the channels' deadLetter callback,
-// so a channel needs no pointer to the daemon. A replicated dead-letter
-// topic gets them through the replication layer, committed on a majority
-// like any publish to it.
+// topic, creating it if needed, through publishTo like any publish (a
+// replicated dead-letter topic commits them on a majority). It is the
+// channels' deadLetter callback, so a channel needs no pointer to the
+// daemon.
 //
 // Bodies from a channel of a topic that is itself a dead-letter topic are
 // refused (errDeadLetterAgain): a message is dead-lettered once. So a
@@ -24,14 +24,10 @@ func (n *NSQD) publishDeadLetter(from, topic string, bodies [][]byte) error {
 	if n.isDeadLetterTopic(from) {
 		return errDeadLetterAgain
 	}
-	if r := n.replicatedTopic(topic); r != nil {
-		return n.publishReplicated(n.lifetime(), r, topic, bodies, 0, "")
-	}
-	t, err := n.GetTopic(topic)
-	if err != nil {
+	if err := n.publishTo(n.lifetime(), topic, bodies, 0, publishSource{}); err != nil {
 		return fmt.Errorf("dead-letter topic %s: %w", topic, err)
 	}
-	return n.publish(t, bodies, 0)
+	return nil
 }
 
 // errDeadLetterAgain refuses to dead-letter messages a second time.

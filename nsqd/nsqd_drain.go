@@ -59,9 +59,7 @@ func (n *NSQD) Drain() {
 		"topics", rem.Topics, "channels", rem.Channels, "depth", rem.Depth,
 		"in_flight", rem.InFlight, "deferred", rem.Deferred)
 	n.announceIdentity()
-	if n.repl != nil {
-		n.repl.Drain()
-	}
+	n.handOverLeadership()
 	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()

@@ -113,7 +113,7 @@ func isMetadataTmp(name string) bool {
 func (n *NSQD) snapshotMetadata() *metadata {
 	m := &metadata{Version: version.Version}
 	for _, t := range n.Topics() {
-		if t.ephemeral || n.isReplicated(t.name) {
+		if !n.ownsTopic(t) {
 			continue
 		}
 		// Channels stays nil without channels: NSQ writes "channels":null.

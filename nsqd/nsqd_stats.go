@@ -2,11 +2,8 @@ package nsqd
 
 import (
 	"io"
-	"slices"
 	"sort"
-	"strings"
 
-	"github.com/nsqgo/nsq/internal/statsdoc"
 	"github.com/nsqgo/nsq/internal/version"
 )
 
@@ -43,36 +40,6 @@ func (n *NSQD) statsTopics(topic, channel string) []*Topic {
 	for _, t := range topics {
 		if _, ok := t.GetExistingChannel(channel); ok {
 			out = append(out, t)
-		}
-	}
-	return out
-}
-
-// replicationOf is the "replication" object of a topic's stats, nil for a
-// topic that is not replicated.
-func (n *NSQD) replicationOf(topic string) *statsdoc.Replication {
-	r := n.replicated(topic)
-	if r == nil {
-		return nil
-	}
-	st := r.Status(topic)
-	return &st
-}
-
-// remoteReplicatedStats is the stats of the replicated topics that /stats
-// lists besides local (sorted by name): those this node does not hold,
-// from the replicated state (replicationStats).
-func (n *NSQD) remoteReplicatedStats(local []*Topic, topic, channel string) []TopicStats {
-	if n.repl == nil {
-		return nil
-	}
-	all := n.replicationStats(nil, topic, channel)
-	out := all[:0]
-	for _, ts := range all {
-		if _, held := slices.BinarySearchFunc(local, ts.TopicName, func(t *Topic, name string) int {
-			return strings.Compare(t.name, name)
-		}); !held {
-			out = append(out, ts)
 		}
 	}
 	return out

@@ -12,7 +12,6 @@ import (
 
 	"github.com/nsqgo/nsq/internal/diskqueue"
 	"github.com/nsqgo/nsq/internal/names"
-	"github.com/nsqgo/nsq/internal/replication"
 )
 
 // topicHooks is what a topic tells its daemon about; it keeps Topic free of
@@ -49,9 +48,9 @@ type Topic struct {
 	// read without it by NSQD.getTopic.
 	lifecycle atomic.Uint32
 
-	// repl is set when the topic is the leader's copy of a replicated
-	// topic (clusterHost.Adopt).
-	repl atomic.Pointer[replication.Node]
+	// obs hears what the topic's policy drops from its backlog when a
+	// record kept elsewhere must follow it (queue_observer.go).
+	obs observerSlot
 
 	mu       sync.RWMutex // guards every field below, and q
 	channels map[string]*Channel

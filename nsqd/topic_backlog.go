@@ -106,7 +106,7 @@ func (t *Topic) move(batch []*Message, from batchSource) bool {
 			from.placed(t)
 			t.q.pol.expired.Add(uint64(len(expired)))
 			for _, m := range expired {
-				t.replicateDropped(m.ID)
+				t.observeDropped(m.ID)
 			}
 			// A batch that needed retries says nothing of the next one:
 			// keep the reason until one moves cleanly or none is left.

@@ -24,7 +24,7 @@ func resolveTopicPolicy(own, defaults *policySettings) *queuePolicy {
 func (t *Topic) initPolicy() {
 	t.q.pol.eff.Store(resolveTopicPolicy(nil, t.cfg.policyDefaults))
 	t.q.pol.headHeld = func() bool { return t.moving }
-	t.q.pol.left = t.replicateDropped
+	t.q.pol.left = t.observeDropped
 }
 
 // policyPatch turns a queue's own settings into new ones (a POST body
@@ -179,11 +179,10 @@ func (t *Topic) liveBatch(batch []*Message) (live, expired []*Message) {
 	return live, expired
 }
 
-// replicateDropped tells the replication layer that the topic's policy
-// dropped id before any channel got it, when the topic is the leader's
-// copy of a replicated one.
-func (t *Topic) replicateDropped(id MessageID) {
-	if r := t.repl.Load(); r != nil {
-		r.Finished(t.name, "", id)
+// observeDropped tells the topic's observer that its policy dropped id
+// before any channel got it.
+func (t *Topic) observeDropped(id MessageID) {
+	if o := t.obs.get(); o != nil {
+		o.Finished(t.name, "", id)
 	}
 }

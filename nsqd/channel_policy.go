@@ -1,9 +1,6 @@
 package nsqd
 
-import (
-	"errors"
-	"time"
-)
+import "errors"
 
 // A channel's policy: its own settings over its topic's and the flags',
 // caps on its ready queue, expiry at delivery, and max_attempts with the
@@ -87,7 +84,7 @@ func (ch *Channel) nextLiveLocked() *Message {
 		switch {
 		case m == nil || p == nil:
 			return m
-		case p.maxAge > 0 && p.expired(m.Timestamp, time.Now().UnixNano()):
+		case p.maxAge > 0 && p.expired(m.Timestamp, ch.cfg.now()):
 			ch.q.pol.expired.Add(1)
 			ch.q.discardLocked(m)
 		case outOfAttempts(p, m):

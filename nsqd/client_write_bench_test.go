@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"slices"
 	"sync"
@@ -23,9 +22,8 @@ import (
 //	go test -run XXX -bench Deliver -benchmem ./nsqd/
 func benchmarkDeliver(b *testing.B, size, window int) {
 	o := NewOptions()
-	n := &NSQD{opts: o, log: slog.New(slog.DiscardHandler), limits: newClientLimits(o)}
 	server, peer := loopbackPair(b)
-	c := newClient(1, n, server)
+	c := newClient(1, newFakeDaemon(b, o, nil), server)
 
 	frame := int64(8 + messageHeaderLen + size)
 	var received atomic.Int64 // whole messages the peer has read

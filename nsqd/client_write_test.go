@@ -2,7 +2,6 @@ package nsqd
 
 import (
 	"io"
-	"log/slog"
 	"testing"
 	"time"
 )
@@ -14,10 +13,9 @@ func pacedClient(t *testing.T, rdy int64, bufTimeout time.Duration) *client {
 	t.Helper()
 	o := NewOptions()
 	o.OutputBufferTimeout = bufTimeout
-	n := &NSQD{opts: o, log: slog.New(slog.DiscardHandler), limits: newClientLimits(o)}
 	server, peer := loopbackPair(t)
 	go func() { _, _ = io.Copy(io.Discard, peer) }()
-	c := newClient(1, n, server)
+	c := newClient(1, newFakeDaemon(t, o, nil), server)
 	sub := &Subscription{consumer: c}
 	sub.rdy.Store(rdy)
 	c.subscribed.Store(&clientSubscription{sub: sub})

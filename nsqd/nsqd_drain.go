@@ -119,9 +119,12 @@ type DrainRemaining = statsdoc.DrainRemaining
 // numbers /stats shows. A replicated topic that /stats lists from the
 // replicated state (this node does not lead it) is not counted: the
 // other nodes hold it too, so this node can leave without it.
-func (n *NSQD) DrainRemaining() DrainRemaining {
+func (n *NSQD) DrainRemaining() DrainRemaining { return drainRemaining(n.Topics()) }
+
+// drainRemaining counts what topics hold (DrainRemaining).
+func drainRemaining(topics []*Topic) DrainRemaining {
 	var r DrainRemaining
-	for _, t := range n.Topics() {
+	for _, t := range topics {
 		ts := t.stats("", "", false)
 		r.Topics++
 		r.Depth += ts.Depth
@@ -146,13 +149,21 @@ func (n *NSQD) DrainRemaining() DrainRemaining {
 // both for an instant.
 func (n *NSQD) holdsNothing() bool {
 	for _, t := range n.Topics() {
-		if t.Depth() != 0 {
+		if !t.holdsNothing() {
 			return false
 		}
-		for _, ch := range t.Channels() {
-			if !ch.holdsNothing() {
-				return false
-			}
+	}
+	return true
+}
+
+// holdsNothing reports whether the topic and its channels hold no message.
+func (t *Topic) holdsNothing() bool {
+	if t.Depth() != 0 {
+		return false
+	}
+	for _, ch := range t.Channels() {
+		if !ch.holdsNothing() {
+			return false
 		}
 	}
 	return true

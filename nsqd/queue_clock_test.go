@@ -6,13 +6,15 @@ package nsqd
 // without waiting for them.
 
 import (
-	"encoding/binary"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/nsqgo/nsq/internal/testutil"
 )
 
 // fakeClock is a clock whose time moves only by advance, which runs the
@@ -30,8 +32,12 @@ type fakeTimer struct {
 	active bool
 }
 
+// newFakeClock starts a clock later than any real one: a real connection
+// tells a message when its frame was flushed by the real clock
+// (Message.markSent), which on this one is always before the delivery, so
+// it counts as a flush at once and never moves a timeout.
 func newFakeClock() *fakeClock {
-	return &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano()}
+	return &fakeClock{now: time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano()}
 }
 
 func (c *fakeClock) Now() int64 {
@@ -120,6 +126,23 @@ func (c *fakeConsumer) deliveries() []*Message {
 	return slices.Clone(c.delivered)
 }
 
+// bodies is the bodies delivered so far, in delivery order.
+func (c *fakeConsumer) bodies() []string {
+	var out []string
+	for _, m := range c.deliveries() {
+		out = append(out, string(m.Body))
+	}
+	return out
+}
+
+// expectBodies fails the test unless exactly want was delivered, in order.
+func (c *fakeConsumer) expectBodies(t *testing.T, when string, want ...string) {
+	t.Helper()
+	if got := c.bodies(); !slices.Equal(got, want) {
+		t.Fatalf("%s: delivered %d %v, want %d %v", when, len(got), head(got), len(want), head(want))
+	}
+}
+
 // expectDeliveries fails the test unless exactly n messages were delivered,
 // and returns the last.
 func (c *fakeConsumer) expectDeliveries(t *testing.T, n int, when string) *Message {
@@ -145,10 +168,20 @@ type queueWorld struct {
 	cfg     *queueConfig
 	topic   *Topic
 	retired chan *Topic // lastChannelGone calls
-	nextID  uint64
+
+	mu          sync.Mutex
+	nextID      uint64
+	deadLetters []deadLetter // cfg.deadLetter calls
 }
 
-func newQueueWorld(t *testing.T, topicName string) *queueWorld {
+// deadLetter is one call of the channels' dead-letter callback.
+type deadLetter struct {
+	from, topic string
+	bodies      []string
+}
+
+// newQueueWorld builds the topic; each option changes the config first.
+func newQueueWorld(t *testing.T, topicName string, options ...func(*queueConfig)) *queueWorld {
 	t.Helper()
 	w := &queueWorld{clock: newFakeClock(), retired: make(chan *Topic, 1)}
 	w.cfg = &queueConfig{
@@ -162,34 +195,128 @@ func newQueueWorld(t *testing.T, topicName string) *queueWorld {
 		maxMsgTimeout:   unitMaxMsgTimeout,
 		logger:          slog.New(slog.DiscardHandler),
 		clock:           w.clock,
+		deadLetter:      w.recordDeadLetter,
 	}
-	tp, err := newTopic(topicName, w.cfg, topicHooks{lastChannelGone: func(tp *Topic) { w.retired <- tp }}, time.Minute, nil)
-	if err != nil {
-		t.Fatalf("newTopic: %v", err)
+	for _, o := range options {
+		o(w.cfg)
 	}
-	w.topic = tp
+	w.open(t, topicName)
 	t.Cleanup(func() {
-		if err := tp.close(true); err != nil {
+		if err := w.topic.close(true); err != nil {
 			t.Errorf("closing topic: %v", err)
 		}
 	})
 	return w
 }
 
+// open makes w's topic, from the files in the data path if there are any.
+func (w *queueWorld) open(t *testing.T, topicName string) {
+	t.Helper()
+	tp, err := newTopic(topicName, w.cfg, topicHooks{lastChannelGone: func(tp *Topic) { w.retired <- tp }}, time.Minute, nil)
+	if err != nil {
+		t.Fatalf("newTopic: %v", err)
+	}
+	w.topic = tp
+}
+
+// restart closes the topic as a shutdown does, keeping its messages on
+// disk, and opens it again with the given channels, which the daemon
+// would recreate from its metadata.
+func (w *queueWorld) restart(t *testing.T, channels ...string) []*Channel {
+	t.Helper()
+	if err := w.topic.close(false); err != nil {
+		t.Fatalf("closing topic for a restart: %v", err)
+	}
+	w.open(t, w.topic.name)
+	out := make([]*Channel, len(channels))
+	for i, name := range channels {
+		ch, err := w.topic.GetChannel(name)
+		if err != nil {
+			t.Fatalf("GetChannel %s after the restart: %v", name, err)
+		}
+		out[i] = ch
+	}
+	w.settle(t)
+	return out
+}
+
+func (w *queueWorld) recordDeadLetter(from, topic string, bodies [][]byte) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	dl := deadLetter{from: from, topic: topic}
+	for _, b := range bodies {
+		dl.bodies = append(dl.bodies, string(b))
+	}
+	w.deadLetters = append(w.deadLetters, dl)
+	return nil
+}
+
+// deadLettered is every body handed to the dead-letter callback for topic.
+func (w *queueWorld) deadLettered(topic string) []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []string
+	for _, dl := range w.deadLetters {
+		if dl.topic == topic {
+			out = append(out, dl.bodies...)
+		}
+	}
+	return out
+}
+
+// deadLetterCalls is every call of the dead-letter callback so far.
+func (w *queueWorld) deadLetterCalls() []deadLetter {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.deadLetters)
+}
+
+// settle waits for the work the queues do in goroutines of their own (the
+// topic's backlog move, the channels' deferred-spill workers) to end. The
+// fake clock stands still meanwhile: what they deliver, they deliver at the
+// current fake time.
+func (w *queueWorld) settle(t *testing.T) {
+	t.Helper()
+	testutil.WaitFor(t, "the topic's backlog move and the channels' spill workers to finish", 10*time.Second, func() bool {
+		w.topic.mu.RLock()
+		moving := w.topic.moving
+		w.topic.mu.RUnlock()
+		if moving {
+			return false
+		}
+		for _, ch := range w.topic.Channels() {
+			if ch.spillInTransit() {
+				return false
+			}
+		}
+		return true
+	})
+}
+
 // subscribe creates channel (if needed) and a consumer subscribed to it
 // with the default message timeout and the given RDY.
 func (w *queueWorld) subscribe(t *testing.T, channel string, rdy int64) (*Channel, *Subscription, *fakeConsumer) {
+	t.Helper()
+	return w.subscribeWith(t, channel, rdy, unitMsgTimeout)
+}
+
+// subscribeWith is subscribe with the consumer's own msg_timeout (IDENTIFY).
+func (w *queueWorld) subscribeWith(t *testing.T, channel string, rdy int64, msgTimeout time.Duration) (*Channel, *Subscription, *fakeConsumer) {
 	t.Helper()
 	ch, err := w.topic.GetChannel(channel)
 	if err != nil {
 		t.Fatalf("GetChannel: %v", err)
 	}
-	c := &fakeConsumer{id: int64(len(ch.subs) + 1)}
-	s, err := ch.Subscribe(c, unitMsgTimeout, 0, 0)
+	c := &fakeConsumer{id: 1}
+	if l := ch.subsView.Load(); l != nil {
+		c.id = int64(len(*l) + 1)
+	}
+	s, err := ch.Subscribe(c, msgTimeout, 0, 0)
 	if err != nil {
 		t.Fatalf("Subscribe: %v", err)
 	}
 	s.SetReady(rdy)
+	w.settle(t)
 	return ch, s, c
 }
 
@@ -205,13 +332,23 @@ func (w *queueWorld) deliverOne(t *testing.T) (*Channel, *Subscription, *fakeCon
 	return ch, s, c, id
 }
 
-// dueAfter advances the clock by d in two steps and checks that c's nth
-// delivery comes exactly at d, not a nanosecond before; it returns it.
+// advance moves the fake clock by d and lets the queues' own goroutines
+// finish what that set off.
+func (w *queueWorld) advance(t *testing.T, d time.Duration) {
+	t.Helper()
+	w.clock.advance(d)
+	w.settle(t)
+}
+
+// dueAfter advances the clock by d in two steps and checks that c's
+// deliveries up to the nth come exactly at d, none a nanosecond before; it
+// returns the nth.
 func (w *queueWorld) dueAfter(t *testing.T, c *fakeConsumer, d time.Duration, n int, what string) *Message {
 	t.Helper()
-	w.clock.advance(d - time.Nanosecond)
-	c.expectDeliveries(t, n-1, "1ns before "+what)
-	w.clock.advance(time.Nanosecond)
+	before := len(c.deliveries())
+	w.advance(t, d-time.Nanosecond)
+	c.expectDeliveries(t, before, "1ns before "+what)
+	w.advance(t, time.Nanosecond)
 	return c.expectDeliveries(t, n, what)
 }
 
@@ -219,17 +356,78 @@ func (w *queueWorld) dueAfter(t *testing.T, c *fakeConsumer, d time.Duration, n 
 // NSQD.publish would.
 func (w *queueWorld) publish(t *testing.T, body string, deferFor time.Duration) MessageID {
 	t.Helper()
-	w.nextID++
-	m := &Message{Body: []byte(body), Timestamp: w.clock.Now()}
-	binary.BigEndian.PutUint64(m.ID[8:], w.nextID)
-	if deferFor > 0 {
-		m.deferUntil = m.Timestamp + int64(deferFor)
-	}
-	id := m.ID
-	if err := w.topic.Put([]*Message{m}); err != nil {
+	return w.publishBatch(t, deferFor, body)[0]
+}
+
+// publishBatch puts bodies in the topic as one batch (an MPUB, or with
+// deferFor a DPUB each), as NSQD.publish would, and returns their IDs.
+func (w *queueWorld) publishBatch(t *testing.T, deferFor time.Duration, bodies ...string) []MessageID {
+	t.Helper()
+	ids, err := w.tryPublish(deferFor, bodies...)
+	if err != nil {
 		t.Fatalf("Put: %v", err)
 	}
-	return id
+	return ids
+}
+
+// tryPublish is publishBatch that returns the topic's refusal.
+func (w *queueWorld) tryPublish(deferFor time.Duration, bodies ...string) ([]MessageID, error) {
+	bs := make([][]byte, len(bodies))
+	for i, b := range bodies {
+		bs[i] = []byte(b)
+	}
+	return w.put(bs, deferFor)
+}
+
+// put is what NSQD.publish does: the messages get IDs (hex, as the
+// daemon's) and the current time, and go into the topic as one batch.
+func (w *queueWorld) put(bodies [][]byte, deferFor time.Duration) ([]MessageID, error) {
+	msgs := make([]*Message, len(bodies))
+	ids := make([]MessageID, len(bodies))
+	now := w.clock.Now()
+	w.mu.Lock()
+	for i, b := range bodies {
+		w.nextID++
+		m := &Message{Body: b, Timestamp: now}
+		copy(m.ID[:], fmt.Sprintf("%016x", w.nextID))
+		if deferFor > 0 {
+			m.deferUntil = dueAfter(now, deferFor)
+		}
+		msgs[i], ids[i] = m, m.ID
+	}
+	w.mu.Unlock()
+	return ids, w.topic.Put(msgs)
+}
+
+// channelPolicy sets ch's own policy as POST /channel/policy does.
+func (w *queueWorld) channelPolicy(t *testing.T, ch *Channel, body string) {
+	t.Helper()
+	if err := w.topic.patchChannelPolicy(ch, bodyPatch([]byte(body), true, w.topic.name)); err != nil {
+		t.Fatalf("channel policy %s: %v", body, err)
+	}
+}
+
+// topicPolicy sets the topic's own policy as POST /topic/policy does.
+func (w *queueWorld) topicPolicy(t *testing.T, body string) {
+	t.Helper()
+	if err := w.topic.patchPolicy(bodyPatch([]byte(body), false, w.topic.name)); err != nil {
+		t.Fatalf("topic policy %s: %v", body, err)
+	}
+}
+
+// deferredBudget is a memory guard that limits deferred messages in memory
+// to bytes (--max-deferred-memory) and nothing else.
+func deferredBudget(bytes int64) func(*queueConfig) {
+	return func(c *queueConfig) {
+		g := &memoryGuard{}
+		g.budget.Store(&memBudget{maxDeferred: bytes})
+		c.guard = g
+	}
+}
+
+// memQueueSize sets --mem-queue-size.
+func memQueueSize(n int64) func(*queueConfig) {
+	return func(c *queueConfig) { c.memQueueSize = n }
 }
 
 func TestUnitInFlightTimeoutRequeues(t *testing.T) {
@@ -375,5 +573,135 @@ func TestUnitEphemeralChannelRetires(t *testing.T) {
 	}
 	if err := w.topic.Put([]*Message{{Body: []byte("late")}}); !errors.Is(err, errExiting) {
 		t.Fatalf("Put to the retired topic: %v, want errExiting", err)
+	}
+}
+
+// TestUnitTimeoutCountsFromFlush: a message times out msg_timeout after
+// its frame was flushed to the consumer, not after it went in flight: a
+// frame that waited in the connection's buffer gets its whole timeout.
+// Two messages delivered together, flushed 1 ms and 4 ms later, time out
+// 1 ms and 4 ms after the plain deadline, each to the nanosecond.
+func TestUnitTimeoutCountsFromFlush(t *testing.T) {
+	w := newQueueWorld(t, "flush")
+	ch, _, c := w.subscribe(t, "c", 2)
+	w.publishBatch(t, 0, "a", "b")
+	sent := c.expectDeliveries(t, 2, "after publish")
+	a, b := c.deliveries()[0], sent
+	w.advance(t, time.Millisecond)
+	a.markSent(a.deliveredAt, w.clock.Now())
+	w.advance(t, 3*time.Millisecond)
+	b.markSent(b.deliveredAt, w.clock.Now())
+
+	// At the plain deadline, delivery + msg_timeout, neither has had its
+	// timeout since its flush.
+	w.advance(t, unitMsgTimeout-4*time.Millisecond)
+	if n := ch.timeoutCount.Load(); n != 0 {
+		t.Fatalf("%d timeouts at delivery + msg_timeout, before any flush + msg_timeout", n)
+	}
+	if m := w.dueAfter(t, c, time.Millisecond, 3, "a's flush + msg_timeout"); string(m.Body) != "a" || m.Attempts != 2 {
+		t.Fatalf("redelivered %q attempts %d, want a attempts 2", m.Body, m.Attempts)
+	}
+	// a's redelivery is in flight again: RDY 2 has room for b's.
+	if m := w.dueAfter(t, c, 3*time.Millisecond, 4, "b's flush + msg_timeout"); string(m.Body) != "b" || m.Attempts != 2 {
+		t.Fatalf("redelivered %q attempts %d, want b attempts 2", m.Body, m.Attempts)
+	}
+	if n := ch.timeoutCount.Load(); n != 2 {
+		t.Fatalf("%d timeouts, want 2", n)
+	}
+}
+
+// TestUnitClientMsgTimeout: a consumer's own msg_timeout (IDENTIFY) is its
+// messages' timeout; another consumer keeps the default.
+func TestUnitClientMsgTimeout(t *testing.T) {
+	w := newQueueWorld(t, "own")
+	_, _, short := w.subscribeWith(t, "short", 1, 2*time.Second)
+	_, _, plain := w.subscribe(t, "plain", 1)
+	w.publish(t, "m", 0)
+	short.expectDeliveries(t, 1, "after publish")
+	plain.expectDeliveries(t, 1, "after publish")
+	w.dueAfter(t, short, 2*time.Second, 2, "the consumer's msg_timeout")
+	w.dueAfter(t, plain, unitMsgTimeout-2*time.Second, 2, "the default msg_timeout")
+	short.expectDeliveries(t, 6, "five of its timeouts by the default one")
+}
+
+// TestUnitRequeueNow: REQ without a delay puts the message back at the
+// head of the queue at once, ahead of what waits, with its attempts kept.
+func TestUnitRequeueNow(t *testing.T) {
+	w := newQueueWorld(t, "reqnow")
+	ch, s, c := w.subscribe(t, "c", 1)
+	ids := w.publishBatch(t, 0, "first", "second")
+	c.expectDeliveries(t, 1, "RDY 1")
+	if err := s.Requeue(ids[0], 0); err != nil {
+		t.Fatalf("Requeue: %v", err)
+	}
+	if m := c.expectDeliveries(t, 2, "after REQ 0"); string(m.Body) != "first" || m.Attempts != 2 {
+		t.Fatalf("after REQ 0 delivered %q attempts %d, want first attempts 2", m.Body, m.Attempts)
+	}
+	if d, n := ch.deferredCount.Load(), ch.requeueCount.Load(); d != 0 || n != 1 {
+		t.Fatalf("deferred %d requeues %d, want 0 and 1", d, n)
+	}
+}
+
+// TestUnitUnsubscribeReturnsInFlight: a consumer that leaves gives its
+// messages in flight back at once, at the head of the queue, rather than
+// after their timeout; they count as no timeout.
+func TestUnitUnsubscribeReturnsInFlight(t *testing.T) {
+	w := newQueueWorld(t, "leave")
+	ch, gone, _ := w.subscribe(t, "c", 2)
+	_, s, next := w.subscribe(t, "c", 0)
+	w.publishBatch(t, 0, "a", "b", "c")
+	gone.Unsubscribe()
+	next.expectDeliveries(t, 0, "RDY 0")
+	s.SetReady(3)
+	got := next.bodies()
+	if len(got) != 3 || got[2] != "c" || !slices.Contains(got[:2], "a") || !slices.Contains(got[:2], "b") {
+		t.Fatalf("after the first consumer left: delivered %v, want a and b (in any order), then c", got)
+	}
+	for _, m := range next.deliveries()[:2] {
+		if m.Attempts != 2 {
+			t.Fatalf("%q returned with attempts %d, want 2", m.Body, m.Attempts)
+		}
+	}
+	if n := ch.timeoutCount.Load(); n != 0 {
+		t.Fatalf("%d timeouts for messages given back by a consumer that left", n)
+	}
+}
+
+// TestUnitTouchRefused: only the consumer a message is in flight to may
+// touch it, and only while it is in flight.
+func TestUnitTouchRefused(t *testing.T) {
+	w := newQueueWorld(t, "touchno")
+	_, s, _, id := w.deliverOne(t)
+	_, other, _ := w.subscribe(t, "c", 1)
+	if err := other.Touch(id); !errors.Is(err, errNotOwner) {
+		t.Fatalf("TOUCH by another consumer: %v, want errNotOwner", err)
+	}
+	if err := s.Finish(id); err != nil {
+		t.Fatalf("FIN: %v", err)
+	}
+	if err := s.Touch(id); !errors.Is(err, errNotInFlight) {
+		t.Fatalf("TOUCH after FIN: %v, want errNotInFlight", err)
+	}
+}
+
+// TestUnitTimeoutWhilePaused: a message in flight on a paused channel
+// still times out on time, and waits in the queue until the channel is
+// unpaused.
+func TestUnitTimeoutWhilePaused(t *testing.T) {
+	w := newQueueWorld(t, "pausedto")
+	ch, _, c, _ := w.deliverOne(t)
+	ch.Pause()
+	w.advance(t, unitMsgTimeout-time.Nanosecond)
+	if n := ch.timeoutCount.Load(); n != 0 {
+		t.Fatalf("%d timeouts before msg_timeout", n)
+	}
+	w.advance(t, time.Nanosecond)
+	if n, d := ch.timeoutCount.Load(), ch.Depth(); n != 1 || d != 1 {
+		t.Fatalf("at msg_timeout on a paused channel: %d timeouts, depth %d; want 1 and 1", n, d)
+	}
+	c.expectDeliveries(t, 1, "paused")
+	ch.UnPause()
+	if m := c.expectDeliveries(t, 2, "after unpause"); m.Attempts != 2 {
+		t.Fatalf("redelivered with attempts %d, want 2", m.Attempts)
 	}
 }

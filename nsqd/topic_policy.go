@@ -1,7 +1,5 @@
 package nsqd
 
-import "time"
-
 // A topic's policy: its own settings over the flags', applied to the
 // topic's own backlog (the messages it holds while it has no channel, is
 // paused, or is moving a backlog), and the layer under its channels'.
@@ -75,7 +73,7 @@ func (t *Topic) Policy() TopicPolicy { return t.q.policy().topicView() }
 // enforcePolicy applies new policies to what is already queued at once
 // rather than at the next sweep.
 func (t *Topic) enforcePolicy(chans []*Channel) {
-	now := time.Now().UnixNano()
+	now := t.cfg.now()
 	t.sweepPolicy(now)
 	for _, ch := range chans {
 		ch.sweepPolicy(now)
@@ -167,7 +165,7 @@ func (t *Topic) liveBatch(batch []*Message) (live, expired []*Message) {
 	if p == nil || p.maxAge <= 0 {
 		return batch, nil
 	}
-	now := time.Now().UnixNano()
+	now := t.cfg.now()
 	live = make([]*Message, 0, len(batch))
 	for _, m := range batch {
 		if p.expired(m.Timestamp, now) {

@@ -701,23 +701,6 @@ func TestIdentifyNegotiation(t *testing.T) {
 	}
 }
 
-// TestHeartbeatsDisabledWriteDeadline: with heartbeat_interval -1 there is
-// no write deadline, even one armed before IDENTIFY.
-func TestHeartbeatsDisabledWriteDeadline(t *testing.T) {
-	o := testOptions(t)
-	o.ClientTimeout = time.Second // default heartbeat 500 ms
-	d := startDaemon(t, o)
-	c := dialV2(t, d.tcp)
-	c.pub("hb", "x") // arms a 500 ms write deadline for the reply
-	c.send("IDENTIFY", []byte(`{"heartbeat_interval":-1}`))
-	c.expectResponse("OK")
-	// Let every deadline from before IDENTIFY expire: the 500 ms write
-	// deadline, and the 1 s read deadline.
-	time.Sleep(1200 * time.Millisecond)
-	c.pub("hb", "y")
-	c.pub("hb", "z")
-}
-
 // TestHeartbeats: the server sends _heartbeat_ every interval and keeps a
 // connection that answers with NOP.
 func TestHeartbeats(t *testing.T) {
@@ -907,26 +890,52 @@ func TestIdentifyChangesHeartbeat(t *testing.T) {
 // (the read buffer is refilled, overwriting the line) still publishes to the
 // topic it named.
 func TestCommandLineThenBody(t *testing.T) {
-	d := startDaemon(t, testOptions(t))
-	c := dialV2(t, d.tcp)
 	for _, tc := range []struct {
-		line string
-		body []byte
+		topic, line string
+		body        []byte
+		want        int64 // messages
 	}{
-		{"PUB split-pub", v2Sized([]byte("hello"))},
-		{"DPUB split-dpub 10", v2Sized([]byte("later"))},
-		{"MPUB split-mpub", v2MPUB([]byte("a"), []byte("b"))},
+		{"split-pub", "PUB split-pub", v2Sized([]byte("hello")), 1},
+		{"split-dpub", "DPUB split-dpub 10", v2Sized([]byte("later")), 1},
+		{"split-mpub", "MPUB split-mpub", v2MPUB([]byte("a"), []byte("b")), 2},
 	} {
+		w := newQueueWorld(t, tc.topic)
+		var conn *readsConn
+		c := newFakeDaemon(t, NewOptions(), w).dialConn(t, func(nc net.Conn) net.Conn {
+			conn = &readsConn{Conn: nc, reads: make(chan int, 64)}
+			return conn
+		})
 		c.write(v2Line(tc.line))
-		time.Sleep(20 * time.Millisecond) // let the server read the line alone
+		select {
+		case n := <-conn.reads:
+			if n != len(tc.line)+1 {
+				t.Fatalf("%s: the server read %d bytes, want the line's %d alone", tc.line, n, len(tc.line)+1)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: the server did not read the line", tc.line)
+		}
 		c.write(tc.body)
 		c.expectResponse("OK")
+		if n := w.topic.messageCount.Load(); n != uint64(tc.want) {
+			t.Fatalf("%s: topic %s has %d messages, want %d", tc.line, tc.topic, n, tc.want)
+		}
 	}
-	var names []string
-	for _, ts := range d.Stats("", "", false) {
-		names = append(names, fmt.Sprintf("%q:%d", ts.TopicName, ts.MessageCount))
+}
+
+// readsConn tells the size of each read that returns bytes on reads,
+// while there is room there.
+type readsConn struct {
+	net.Conn
+	reads chan int
+}
+
+func (c *readsConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if n > 0 {
+		select {
+		case c.reads <- n:
+		default:
+		}
 	}
-	if got := strings.Join(names, " "); got != `"split-dpub":1 "split-mpub":2 "split-pub":1` {
-		t.Fatalf("topics %s", got)
-	}
+	return n, err
 }

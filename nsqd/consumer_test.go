@@ -6,7 +6,6 @@ package nsqd
 import (
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -186,20 +185,21 @@ func testPublishAndMPUBExactlyOnce(t *testing.T, r *rig) {
 	}
 }
 
-// TestDPUB: a deferred message is not delivered before its delay, and
-// waits in deferred_count meanwhile — whether the channel exists at
-// publish time or is created later.
+// TestDPUB: DPUB over each transport defers the message, which waits in
+// deferred_count meanwhile, whether the channel exists at publish time or
+// is created later. When it comes, to the nanosecond, is the fake clock's
+// (TestSessionDeferredPublish, TestUnitDeferredDueOrder,
+// TestUnitDeferredBeforeChannel).
 func TestDPUB(t *testing.T) { forEachTransport(t, nil, testDPUB) }
 
 func testDPUB(t *testing.T, r *rig) {
-	const delay = 500 * time.Millisecond
+	const delay = 50 * time.Millisecond
 	d := r.d
 	p := r.producer(t)
 	rec := newRecorder()
 	rec.consume(t, r.addr, "dp", "ch", r.config(1), 0)
 	waitReady(t, d, "dp", "ch", 1)
 
-	pubAt := time.Now()
 	if err := p.DeferredPublish("dp", delay, []byte("soon")); err != nil {
 		t.Fatal(err)
 	}
@@ -209,43 +209,37 @@ func testDPUB(t *testing.T, r *rig) {
 	if err := p.Publish("dp", []byte("now")); err != nil {
 		t.Fatal(err)
 	}
-	testutil.WaitFor(t, "2 deliveries", 10*time.Second, func() bool { return rec.total() >= 2 })
-	got := rec.deliveries()
-	if got[0].body != "now" || got[1].body != "soon" {
-		t.Fatalf("deliveries %+v, want now then soon", got)
-	}
-	if el := got[1].at.Sub(pubAt); el < delay {
-		t.Fatalf("DPUB %s delivered after %s", delay, el)
-	}
-	if el := time.Duration(got[1].at.UnixNano() - got[1].ts); el < delay {
-		t.Fatalf("DPUB delivered %s after its publish timestamp", el)
-	}
 	cs := waitChannel(t, d, "dp", "ch", "only the 1h message left", func(cs ChannelStats) bool {
-		return cs.InFlightCount == 0 && cs.Depth == 0 && cs.DeferredCount == 1
+		return cs.InFlightCount == 0 && cs.Depth == 0 && cs.DeferredCount == 1 && cs.MessageCount == 3
 	})
-	if cs.MessageCount != 3 || cs.RequeueCount != 0 || cs.TimeoutCount != 0 {
+	if got := rec.deliveries(); len(got) != 2 || got[0].body+got[1].body != "nowsoon" && got[0].body+got[1].body != "soonnow" {
+		t.Fatalf("deliveries %+v, want now and soon once each", got)
+	}
+	if cs.RequeueCount != 0 || cs.TimeoutCount != 0 {
 		t.Fatalf("channel stats %+v", cs)
 	}
 
 	// DPUB to a topic with no channel yet: the delay survives the fan-out.
-	pubAt = time.Now()
-	if err := p.DeferredPublish("dp2", delay, []byte("deferred-before-channel")); err != nil {
+	if err := p.DeferredPublish("dp2", time.Hour, []byte("deferred-before-channel")); err != nil {
 		t.Fatal(err)
 	}
 	rec2 := newRecorder()
 	rec2.consume(t, r.addr, "dp2", "ch", r.config(1), 0)
-	testutil.WaitFor(t, "the deferred message", 10*time.Second, func() bool { return rec2.total() == 1 })
-	if el := rec2.deliveries()[0].at.Sub(pubAt); el < delay {
-		t.Fatalf("DPUB before channel delivered after %s", el)
+	waitChannel(t, d, "dp2", "ch", "the DPUB deferred in the new channel", func(cs ChannelStats) bool {
+		return cs.DeferredCount == 1 && cs.Depth == 0
+	})
+	if n := rec2.total(); n != 0 {
+		t.Fatalf("%d deliveries of a DPUB due in an hour", n)
 	}
 }
 
 // TestREQ: REQ with a delay defers the message; attempts count each
-// delivery; requeue_count counts on channel and client.
+// delivery; requeue_count counts on channel and client. When the delay
+// ends is the fake clock's (TestSessionRequeueDelay).
 func TestREQ(t *testing.T) { forEachTransport(t, nil, testREQ) }
 
 func testREQ(t *testing.T, r *rig) {
-	const delay = 300 * time.Millisecond
+	const delay = 20 * time.Millisecond
 	d := r.d
 	p := r.producer(t)
 	rec := newRecorder()
@@ -286,9 +280,6 @@ func testREQ(t *testing.T, r *rig) {
 			t.Fatalf("delivery %d: %+v", i, dl)
 		}
 	}
-	if el := bounces[1].at.Sub(bounces[0].at); el < delay {
-		t.Fatalf("REQ %s redelivered after %s", delay, el)
-	}
 	if cs.TimeoutCount != 0 || len(cs.Clients) != 1 {
 		t.Fatalf("channel stats %+v", cs)
 	}
@@ -297,77 +288,14 @@ func testREQ(t *testing.T, r *rig) {
 	}
 }
 
-// TestTOUCH: touching keeps a message past msg_timeout, up to
-// max-msg-timeout.
-func TestTOUCH(t *testing.T) {
-	t.Run("keeps the message", func(t *testing.T) {
-		o := testOptions(t)
-		o.MsgTimeout = 1500 * time.Millisecond
-		d := startDaemon(t, o)
-		rec := newRecorder()
-		rec.respond = func(m *nsq.Message, dl delivery) {
-			for time.Since(dl.at) < 2*o.MsgTimeout {
-				m.Touch()
-				time.Sleep(100 * time.Millisecond)
-			}
-			m.Finish()
-		}
-		rec.consume(t, d.tcp, "touch", "ch", nil, 0)
-		waitReady(t, d, "touch", "ch", 1)
-		if err := newProducer(t, d.tcp).Publish("touch", []byte("slow")); err != nil {
-			t.Fatal(err)
-		}
-		// The channel's in-flight gauge follows the client's FIN count when
-		// the FIN lets go of the channel's lock: wait for both.
-		cs := waitChannel(t, d, "touch", "ch", "finished", func(cs ChannelStats) bool {
-			return len(cs.Clients) == 1 && cs.Clients[0].FinishCount == 1 && cs.InFlightCount == 0
-		})
-		if cs.TimeoutCount != 0 || rec.total() != 1 {
-			t.Fatalf("touched message timed out: %d deliveries, stats %+v", rec.total(), cs)
-		}
-	})
-	t.Run("capped at max-msg-timeout", func(t *testing.T) {
-		o := testOptions(t)
-		o.MsgTimeout = 1500 * time.Millisecond
-		o.MaxMsgTimeout = 2 * time.Second
-		const touchFor = 3500 * time.Millisecond
-		d := startDaemon(t, o)
-		var touching atomic.Bool
-		touching.Store(true)
-		rec := newRecorder()
-		rec.respond = func(m *nsq.Message, dl delivery) {
-			if dl.attempts > 1 {
-				m.Finish()
-				return
-			}
-			for time.Since(dl.at) < touchFor {
-				m.Touch()
-				time.Sleep(100 * time.Millisecond)
-			}
-			touching.Store(false)
-		}
-		rec.consume(t, d.tcp, "touch", "ch", nil, 0)
-		waitReady(t, d, "touch", "ch", 1)
-		pubAt := time.Now()
-		if err := newProducer(t, d.tcp).Publish("touch", []byte("slow")); err != nil {
-			t.Fatal(err)
-		}
-		waitChannel(t, d, "touch", "ch", "a timeout", func(cs ChannelStats) bool { return cs.TimeoutCount == 1 })
-		if el := time.Since(pubAt); !touching.Load() || el < o.MaxMsgTimeout {
-			t.Fatalf("timed out after %s (still touching: %v), want at max-msg-timeout %s despite TOUCH", el, touching.Load(), o.MaxMsgTimeout)
-		}
-		testutil.WaitFor(t, "redelivery", 10*time.Second, func() bool { return rec.total() >= 2 })
-		if got := rec.deliveries(); got[1].attempts != 2 {
-			t.Fatalf("deliveries %+v", got)
-		}
-	})
-}
-
 // redeliveryTimeout is TestTimeoutRedelivery's --msg-timeout.
 const redeliveryTimeout = 300 * time.Millisecond
 
-// TestTimeoutRedelivery: a message never FINed is redelivered after
-// msg_timeout with attempts 2.
+// TestTimeoutRedelivery: over each transport, a message never FINed is
+// redelivered after msg_timeout with attempts 2. The timeout to the
+// nanosecond, TOUCH and a client's own msg_timeout are the fake clock's
+// (TestUnitInFlightTimeoutRequeues, TestSessionTouch,
+// TestSessionIdentifyMsgTimeout).
 func TestTimeoutRedelivery(t *testing.T) {
 	forEachTransport(t, func(o *Options) { o.MsgTimeout = redeliveryTimeout }, testTimeoutRedelivery)
 }
@@ -402,23 +330,6 @@ func testTimeoutRedelivery(t *testing.T, r *rig) {
 	}
 	if cs.TimeoutCount < 1 || cs.RequeueCount != 0 || !chanIdle(cs) {
 		t.Fatalf("channel stats %+v", cs)
-	}
-
-	// A client msg_timeout from IDENTIFY overrides the default.
-	cfg := r.config(1)
-	cfg.MsgTimeout = time.Second
-	rec2 := newRecorder()
-	rec2.respond = rec.respond
-	rec2.consume(t, r.addr, "to2", "ch", cfg, 0)
-	waitReady(t, d, "to2", "ch", 1)
-	pubAt = time.Now()
-	if err := r.producer(t).Publish("to2", []byte("ignored")); err != nil {
-		t.Fatal(err)
-	}
-	testutil.WaitFor(t, "redelivery", 10*time.Second, func() bool { return rec2.total() == 2 })
-	got = rec2.deliveries()
-	if el := got[1].at.Sub(pubAt); el < time.Second {
-		t.Fatalf("redelivered %s after the publish, before the client's msg_timeout 1s", el)
 	}
 }
 

@@ -256,24 +256,38 @@ func TestHTTPPub(t *testing.T) {
 		t.Fatalf("refused publishes counted: %d", p.MessageCount)
 	}
 
-	// ?defer= holds the message in the channel's deferred queue.
+	// ?defer= holds the message in the channel's deferred queue, due that
+	// many milliseconds after its publish (when it then comes is the fake
+	// clock's: TestUnitDeferredDueOrder).
 	d.mustDo("POST", "/topic/create?topic=dt", "", 200)
 	d.mustDo("POST", "/channel/create?topic=dt&channel=c", "", 200)
-	sent := time.Now()
-	expectV1(t, "/pub?defer", d.call("POST", "/pub?topic=dt&defer=300", "later"), "OK")
+	expectV1(t, "/pub?defer", d.call("POST", "/pub?topic=dt&defer=300000", "later"), "OK")
 	expectV1(t, "/pub?defer=0", d.call("POST", "/pub?topic=dt&defer=0", "now"), "OK")
 	expectV1(t, "/pub?defer=max", d.call("POST", "/pub?topic=dt&defer=3600000", "much later"), "OK")
-	cs, _ := d.channelStats("dt", "c")
-	if time.Since(sent) < 300*time.Millisecond && (cs.DeferredCount != 2 || cs.Depth != 1) {
+	if cs, _ := d.channelStats("dt", "c"); cs.DeferredCount != 2 || cs.Depth != 1 {
 		t.Fatalf("after /pub?defer: deferred %d depth %d, want 2 and 1", cs.DeferredCount, cs.Depth)
 	}
-	testutil.WaitFor(t, "deferred message to become ready", 5*time.Second, func() bool {
-		cs, _ := d.channelStats("dt", "c")
-		return cs.DeferredCount == 1 && cs.Depth == 2
-	})
-	if time.Since(sent) < 300*time.Millisecond {
-		t.Fatalf("deferred message ready after %s", time.Since(sent))
+	if got := d.firstDeferredDelay("dt", "c"); got != 300*time.Second {
+		t.Fatalf("/pub?defer=300000 deferred the message by %v, want 5m", got)
 	}
+}
+
+// firstDeferredDelay is how long after its publish the channel's deferred
+// message due first is due.
+func (d *testDaemon) firstDeferredDelay(topic, channel string) time.Duration {
+	d.t.Helper()
+	tp, _ := d.GetExistingTopic(topic)
+	ch, ok := tp.GetExistingChannel(channel)
+	if !ok {
+		d.t.Fatalf("no channel %s/%s", topic, channel)
+	}
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	m, ok := ch.deferredPQ.Peek()
+	if !ok {
+		d.t.Fatalf("%s/%s has no deferred message in memory", topic, channel)
+	}
+	return time.Duration(m.Due - m.Timestamp)
 }
 
 func TestHTTPMPUB(t *testing.T) {

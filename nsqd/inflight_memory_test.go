@@ -56,23 +56,25 @@ func TestInFlightCountsAgainstMemoryBudget(t *testing.T) {
 		c.send("RDY 2500")
 		stuck = append(stuck, c)
 	}
-	testutil.WaitFor(t, "deliveries to the stuck consumers to start", 10*time.Second, func() bool {
+	testutil.WaitFor(t, "the stuck consumers' RDY 2500 taken and deliveries started", 10*time.Second, func() bool {
 		cs, _ := d.channelStats("big", "c")
-		return cs.InFlightCount > 0
+		ready := 0
+		for _, c := range cs.Clients {
+			if c.ReadyCount == 2500 {
+				ready++
+			}
+		}
+		return ready == len(stuck) && cs.InFlightCount > 0
 	})
-	// Give the channel every chance to read more, then check it did not.
+	// That the channel reads no more as time passes is the fake clock's
+	// (TestUnitInFlightCountsAgainstMemoryBudget).
 	limit := int64(2*budget) / (size + messageOverhead)
-	deadline := time.Now().Add(time.Second)
-	for time.Now().Before(deadline) {
-		cs, _ := d.channelStats("big", "c")
-		if int64(cs.InFlightCount) > limit {
-			t.Fatalf("%d messages (%d KB) in flight to consumers that do not read, budget %d KB",
-				cs.InFlightCount, int64(cs.InFlightCount)*size>>10, budget>>10)
-		}
-		if held := d.guard.heldBytes(); held > 2*budget {
-			t.Fatalf("memory queues + in flight hold %d bytes, budget %d", held, budget)
-		}
-		time.Sleep(20 * time.Millisecond)
+	if cs, _ := d.channelStats("big", "c"); int64(cs.InFlightCount) > limit {
+		t.Fatalf("%d messages (%d KB) in flight to consumers that do not read, budget %d KB",
+			cs.InFlightCount, int64(cs.InFlightCount)*size>>10, budget>>10)
+	}
+	if held := d.guard.heldBytes(); held > 2*budget {
+		t.Fatalf("memory queues + in flight hold %d bytes, budget %d", held, budget)
 	}
 	for _, c := range stuck {
 		c.conn.Close()

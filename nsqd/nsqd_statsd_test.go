@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -255,11 +256,17 @@ func TestStatsdStopsOnShutdown(t *testing.T) {
 	o.StatsdMemStats = true
 	d := startDaemon(t, o)
 	testutil.WaitFor(t, "a push", 5*time.Second, func() bool { _, ok := srv.gauge("mem.heap_objects"); return ok })
+	const loop = "nsqd.(*NSQD).statsdLoop("
+	if n := goroutinesIn(loop); n != 1 {
+		t.Fatalf("%d statsd loops running, want 1", n)
+	}
 	d.stop() // must return: the loop ends with the daemon
-	// Once the reader has a marker sent after the stop, it has everything
-	// nsqd sent before it.
+	// No loop is left to push again; once the reader has a marker sent
+	// after the stop, it has everything nsqd sent before it returned.
+	if n := goroutinesIn(loop); n != 0 {
+		t.Fatalf("%d statsd loops still running after shutdown", n)
+	}
 	before := srv.mark(t, "x.", "before")
-	time.Sleep(5 * o.StatsdInterval) // the window in which no push may come
 	if after := srv.mark(t, "x.", "after"); after != before+1 {
 		t.Errorf("%d datagrams after shutdown", after-before-1)
 	}
@@ -362,4 +369,25 @@ func TestStatsdLines(t *testing.T) {
 			t.Errorf("push 2 has %s", k)
 		}
 	}
+}
+
+// goroutinesIn counts the goroutines whose stack has a frame of fn (a
+// qualified function name with its opening parenthesis).
+func goroutinesIn(fn string) int {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	count := 0
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, fn) {
+			count++
+		}
+	}
+	return count
 }

@@ -104,34 +104,26 @@ func (d *testDaemon) postPolicy(path, body string) map[string]any {
 	return out
 }
 
+// TestPolicyDropOldest: a drop_oldest cap set over HTTP keeps a channel
+// to its newest messages, which go-nsq then receives in order; the caps in
+// memory and on disk, by count and by bytes, are the unit tests'
+// (TestUnitPolicyDropOldest).
 func TestPolicyDropOldest(t *testing.T) {
-	for _, tc := range []struct {
-		name, policy string
-		memQueue     int64
-	}{
-		{"max_msgs in memory", `{"max_msgs":100}`, 10000},
-		{"max_msgs on disk", `{"max_msgs":100,"overflow":"drop_oldest"}`, 10},
-		{"max_bytes in memory", `{"max_bytes":800}`, 10000}, // 100 bodies of 8 bytes
-		{"max_bytes on disk", `{"max_bytes":800}`, 10},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			o := testOptions(t)
-			o.MemQueueSize = tc.memQueue
-			o.MaxBytesPerFile = 4096 // several segments
-			d := startDaemon(t, o)
-			d.mustDo("POST", "/channel/create?topic=orders&channel=archive", "", http.StatusNotFound)
-			d.mustDo("POST", "/topic/create?topic=orders", "", http.StatusOK)
-			d.mustDo("POST", "/channel/create?topic=orders&channel=archive", "", http.StatusOK)
-			d.postPolicy("/channel/policy?topic=orders&channel=archive", tc.policy)
+	o := testOptions(t)
+	o.MemQueueSize = 10
+	o.MaxBytesPerFile = 4096 // several segments
+	d := startDaemon(t, o)
+	d.mustDo("POST", "/channel/create?topic=orders&channel=archive", "", http.StatusNotFound)
+	d.mustDo("POST", "/topic/create?topic=orders", "", http.StatusOK)
+	d.mustDo("POST", "/channel/create?topic=orders&channel=archive", "", http.StatusOK)
+	d.postPolicy("/channel/policy?topic=orders&channel=archive", `{"max_msgs":100,"overflow":"drop_oldest"}`)
 
-			publishInBatches(t, newProducer(t, d.tcp), "orders", 0, 1000)
-			cs, _ := d.channelStats("orders", "archive")
-			if cs.Depth != 100 || cs.DroppedCount != 900 {
-				t.Fatalf("depth %d dropped %d, want 100 and 900", cs.Depth, cs.DroppedCount)
-			}
-			d.consumeExactly("orders", "archive", policyStrings(900, 1000))
-		})
+	publishInBatches(t, newProducer(t, d.tcp), "orders", 0, 1000)
+	cs, _ := d.channelStats("orders", "archive")
+	if cs.Depth != 100 || cs.DroppedCount != 900 {
+		t.Fatalf("depth %d dropped %d, want 100 and 900", cs.Depth, cs.DroppedCount)
 	}
+	d.consumeExactly("orders", "archive", policyStrings(900, 1000))
 }
 
 func TestPolicyDropOldestTopicBacklog(t *testing.T) {
@@ -281,128 +273,27 @@ func TestPolicyTopicRejectNew(t *testing.T) {
 	d.consumeExactly("orders", "c", policyStrings(0, 10))
 }
 
-// TestPolicyMaxAge: messages older than max_age are never delivered, and
-// an expired disk backlog is reclaimed without a consumer.
+// TestPolicyMaxAge: the daemon's sweep drops expired messages without a
+// consumer, from a channel and from a topic's own backlog; what is
+// published after is delivered. That nothing expires a nanosecond early,
+// at delivery or in the sweep, is the unit tests' (TestUnitPolicyMaxAge*).
 func TestPolicyMaxAge(t *testing.T) {
-	o := testOptions(t)
-	d := startDaemon(t, o)
+	d := startDaemon(t, testOptions(t))
 	d.mustDo("POST", "/topic/create?topic=events", "", http.StatusOK)
 	d.mustDo("POST", "/channel/create?topic=events&channel=c", "", http.StatusOK)
-	d.postPolicy("/channel/policy?topic=events&channel=c", `{"max_age":"2s"}`)
+	d.postPolicy("/channel/policy?topic=events&channel=c", `{"max_age":"100ms"}`)
+	d.mustDo("POST", "/topic/create?topic=held", "", http.StatusOK)
+	d.postPolicy("/topic/policy?topic=held", `{"max_age":"100ms"}`)
 	p := newProducer(t, d.tcp)
 	publishInBatches(t, p, "events", 0, 50)
-	start := time.Now()
-	// The sweep drops them once they are 2 s old, with no consumer.
-	testutil.WaitFor(t, "50 messages expired", 10*time.Second, func() bool {
+	publishInBatches(t, p, "held", 0, 10)
+	testutil.WaitFor(t, "the channel's and the topic's messages expired by the sweep", 10*time.Second, func() bool {
 		cs, _ := d.channelStats("events", "c")
-		return cs.ExpiredCount == 50 && cs.Depth == 0
+		ts := d.topicStats("held")
+		return cs.ExpiredCount == 50 && cs.Depth == 0 && ts.ExpiredCount == 10 && ts.Depth == 0
 	})
-	if age := time.Since(start); age < 2*time.Second {
-		t.Fatalf("messages expired after %s, before their max_age", age)
-	}
 	publishInBatches(t, p, "events", 50, 60)
 	d.consumeExactly("events", "c", policyStrings(50, 60))
-}
-
-// TestPolicyMaxAgeTopicBacklog: the topic's own backlog expires too.
-func TestPolicyMaxAgeTopicBacklog(t *testing.T) {
-	d := startDaemon(t, testOptions(t))
-	d.mustDo("POST", "/topic/create?topic=events", "", http.StatusOK)
-	d.postPolicy("/topic/policy?topic=events", `{"max_age":"1s"}`)
-	p := newProducer(t, d.tcp)
-	publishInBatches(t, p, "events", 0, 10)
-	testutil.WaitFor(t, "the topic's backlog expired", 10*time.Second, func() bool {
-		ts := d.topicStats("events")
-		return ts.ExpiredCount == 10 && ts.Depth == 0
-	})
-	publishInBatches(t, p, "events", 10, 15)
-	d.consumeExactly("events", "c", policyStrings(10, 15))
-}
-
-// TestPolicyMaxAttemptsRestored: a message that had its last allowed
-// delivery before a restart is not delivered again.
-func TestPolicyMaxAttemptsRestored(t *testing.T) {
-	d := startDaemon(t, testOptions(t))
-	d.mustDo("POST", "/topic/create?topic=jobs", "", http.StatusOK)
-	d.mustDo("POST", "/channel/create?topic=jobs&channel=work", "", http.StatusOK)
-	d.postPolicy("/channel/policy?topic=jobs&channel=work", `{"max_attempts":2,"dead_letter_topic":"dlq"}`)
-	publishInBatches(t, newProducer(t, d.tcp), "jobs", 0, 4)
-	tp, _ := d.GetExistingTopic("jobs")
-	ch, _ := tp.GetExistingChannel("work")
-	ch.mu.Lock() // as restored from disk: the first already out of attempts
-	for i := 0; i < 4; i++ {
-		m, _ := ch.q.popFrontLocked()
-		if i == 0 {
-			m.Attempts = 2
-		}
-		ch.q.pushBackLocked(m)
-	}
-	ch.unlock()
-	d.consumeExactly("jobs", "work", policyStrings(1, 4))
-	d.consumeExactly("dlq", "inspect", policyStrings(0, 1))
-}
-
-// TestPolicyMaxAgeAtDelivery: a message that expires while it waits in
-// memory behind a slow consumer is dropped when it reaches the head.
-func TestPolicyMaxAgeAtDelivery(t *testing.T) {
-	d := startDaemon(t, testOptions(t))
-	d.mustDo("POST", "/topic/create?topic=events", "", http.StatusOK)
-	d.mustDo("POST", "/channel/create?topic=events&channel=c", "", http.StatusOK)
-	d.postPolicy("/channel/policy?topic=events&channel=c", `{"max_age":"1h"}`)
-	publishInBatches(t, newProducer(t, d.tcp), "events", 0, 10)
-	tp, _ := d.GetExistingTopic("events")
-	ch, _ := tp.GetExistingChannel("c")
-	// Age them in place: the sweep is not involved at delivery.
-	ch.mu.Lock()
-	for i := 0; i < 5; i++ {
-		m, _ := ch.q.popFrontLocked()
-		m.Timestamp -= int64(2 * time.Hour)
-		ch.q.pushBackLocked(m)
-	}
-	ch.unlock()
-	d.consumeExactly("events", "c", policyStrings(5, 10))
-	if cs, _ := d.channelStats("events", "c"); cs.ExpiredCount != 5 {
-		t.Fatalf("expired_count %d, want 5", cs.ExpiredCount)
-	}
-}
-
-// TestPolicyMaxAgeReclaimsDisk: an expired disk backlog goes without a
-// consumer, and the disk space with it.
-func TestPolicyMaxAgeReclaimsDisk(t *testing.T) {
-	o := testOptions(t)
-	o.MemQueueSize = 0
-	o.MaxBytesPerFile = 256 << 10
-	d := startDaemon(t, o)
-	d.mustDo("POST", "/topic/create?topic=events", "", http.StatusOK)
-	d.mustDo("POST", "/channel/create?topic=events&channel=c", "", http.StatusOK)
-	tp, _ := d.GetExistingTopic("events")
-	body := make([]byte, 1024)
-	batch := make([][]byte, 200)
-	for i := range batch {
-		batch[i] = body
-	}
-	total := 8 << 20 // the issue's 100 MB with NSQ_LONG_TESTS=1
-	if os.Getenv("NSQ_LONG_TESTS") != "" {
-		total = 100 << 20
-	}
-	for sent := 0; sent < total; sent += len(batch) * len(body) {
-		if err := d.publish(tp, batch, 0); err != nil {
-			t.Fatal(err)
-		}
-	}
-	before := queueDiskUsage(t, o.DataPath, "events:c")
-	if before < int64(total) {
-		t.Fatalf("disk backlog is %d bytes, want >= %d", before, total)
-	}
-	d.postPolicy("/topic/policy?topic=events", `{"max_age":"1s"}`) // the channel inherits it
-	testutil.WaitFor(t, "every message expired", 15*time.Second, func() bool {
-		cs, _ := d.channelStats("events", "c")
-		return cs.Depth == 0 && cs.ExpiredCount == cs.MessageCount
-	})
-	if after := queueDiskUsage(t, o.DataPath, "events:c"); after >= 1<<20 {
-		t.Fatalf("disk usage %d bytes after every message expired", after)
-	}
-	t.Logf("disk usage %d -> %d bytes", before, queueDiskUsage(t, o.DataPath, "events:c"))
 }
 
 func queueDiskUsage(t *testing.T, dir, name string) int64 {
@@ -437,72 +328,61 @@ func (s *countingSink) snapshot() (map[string]int, int) {
 	return maps.Clone(s.counts), s.total
 }
 
-func TestPolicyMaxAttempts(t *testing.T) {
-	for _, tc := range []struct {
-		name       string
-		requeue    bool // else the consumer never answers: timeouts
-		deadLetter string
-	}{
-		{"REQ with delay", true, "dlq"},
-		{"timeouts", false, "dlq"},
-		{"no dead-letter topic", true, ""},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			o := testOptions(t)
-			o.MsgTimeout = 300 * time.Millisecond
-			d := startDaemon(t, o)
-			d.mustDo("POST", "/topic/create?topic=jobs", "", http.StatusOK)
-			d.mustDo("POST", "/channel/create?topic=jobs&channel=work", "", http.StatusOK)
-			d.postPolicy("/channel/policy?topic=jobs&channel=work",
-				fmt.Sprintf(`{"max_attempts":3,"dead_letter_topic":%q}`, tc.deadLetter))
-			const n = 20
-			publishInBatches(t, newProducer(t, d.tcp), "jobs", 0, n)
+// jobs creates the channel jobs/work with the channel policy and
+// publishes bodies 0..n-1 to it.
+func (d *testDaemon) jobs(policy string, n int) {
+	d.t.Helper()
+	d.mustDo("POST", "/topic/create?topic=jobs", "", http.StatusOK)
+	d.mustDo("POST", "/channel/create?topic=jobs&channel=work", "", http.StatusOK)
+	d.postPolicy("/channel/policy?topic=jobs&channel=work", policy)
+	publishInBatches(d.t, newProducer(d.t, d.tcp), "jobs", 0, n)
+}
 
-			cfg := nsqConfig()
-			cfg.MaxInFlight = n
-			cfg.DefaultRequeueDelay = 10 * time.Millisecond // REQs are deferred
-			cfg.MaxBackoffDuration = 0
-			cfg.MaxAttempts = 0
-			s := &countingSink{sink: newSink(), requeue: tc.requeue}
-			s.noFin = !tc.requeue
-			newConsumer(t, d.tcp, "jobs", "work", cfg, s)
-			t.Cleanup(s.release) // before the consumer stops
-			testutil.WaitFor(t, "every message out of attempts", 20*time.Second, func() bool {
-				cs, _ := d.channelStats("jobs", "work")
-				return cs.DeadLetterCount == n
-			})
-			counts, total := s.snapshot()
-			cs, _ := d.channelStats("jobs", "work")
-			if total != 3*n || len(counts) != n || cs.Depth != 0 || cs.DeferredCount != 0 || cs.InFlightCount != 0 {
-				t.Fatalf("%d deliveries of %d bodies (want %d of %d); channel depth %d deferred %d in flight %d",
-					total, len(counts), 3*n, n, cs.Depth, cs.DeferredCount, cs.InFlightCount)
-			}
-			for b, c := range counts {
-				if c != 3 {
-					t.Fatalf("%s delivered %d times, want 3", b, c)
-				}
-			}
-			if tc.deadLetter == "" {
-				if _, ok := d.GetExistingTopic("dlq"); ok {
-					t.Fatal("a dead-letter topic appeared without one set")
-				}
-				return
-			}
-			dl := &countingSink{sink: newSink()}
-			dlCfg := nsqConfig()
-			dlCfg.MaxInFlight = n
-			newConsumer(t, d.tcp, "dlq", "inspect", dlCfg, dl)
-			testutil.WaitFor(t, "every message on the dead-letter topic", 10*time.Second, func() bool {
-				_, total := dl.snapshot()
-				return total >= n
-			})
-			dead, _ := dl.snapshot()
-			for _, b := range policyStrings(0, n) {
-				if dead[b] != 1 {
-					t.Fatalf("%s on the dead-letter topic %d times, want 1 (all: %v)", b, dead[b], dead)
-				}
-			}
-		})
+// TestPolicyMaxAttempts: go-nsq consumers that always REQ see each
+// message max_attempts times, then the daemon publishes it to the
+// dead-letter topic, where a consumer gets it once. Timeouts, no
+// dead-letter topic and the exact moment each message leaves are the unit
+// tests' (TestUnitPolicyMaxAttempts).
+func TestPolicyMaxAttempts(t *testing.T) {
+	d := startDaemon(t, testOptions(t))
+	const n = 20
+	d.jobs(`{"max_attempts":3,"dead_letter_topic":"dlq"}`, n)
+
+	cfg := nsqConfig()
+	cfg.MaxInFlight = n
+	cfg.DefaultRequeueDelay = 10 * time.Millisecond // REQs are deferred
+	cfg.MaxBackoffDuration = 0
+	cfg.MaxAttempts = 0
+	s := &countingSink{sink: newSink(), requeue: true}
+	newConsumer(t, d.tcp, "jobs", "work", cfg, s)
+	testutil.WaitFor(t, "every message out of attempts", 20*time.Second, func() bool {
+		cs, _ := d.channelStats("jobs", "work")
+		return cs.DeadLetterCount == n
+	})
+	counts, total := s.snapshot()
+	cs, _ := d.channelStats("jobs", "work")
+	if total != 3*n || len(counts) != n || cs.Depth != 0 || cs.DeferredCount != 0 || cs.InFlightCount != 0 {
+		t.Fatalf("%d deliveries of %d bodies (want %d of %d); channel depth %d deferred %d in flight %d",
+			total, len(counts), 3*n, n, cs.Depth, cs.DeferredCount, cs.InFlightCount)
+	}
+	for b, c := range counts {
+		if c != 3 {
+			t.Fatalf("%s delivered %d times, want 3", b, c)
+		}
+	}
+	dl := &countingSink{sink: newSink()}
+	dlCfg := nsqConfig()
+	dlCfg.MaxInFlight = n
+	newConsumer(t, d.tcp, "dlq", "inspect", dlCfg, dl)
+	testutil.WaitFor(t, "every message on the dead-letter topic", 10*time.Second, func() bool {
+		_, total := dl.snapshot()
+		return total >= n
+	})
+	dead, _ := dl.snapshot()
+	for _, b := range policyStrings(0, n) {
+		if dead[b] != 1 {
+			t.Fatalf("%s on the dead-letter topic %d times, want 1 (all: %v)", b, dead[b], dead)
+		}
 	}
 }
 
@@ -787,11 +667,8 @@ func TestPolicyDeadLetterReleasesHeldRecords(t *testing.T) {
 	o := testOptions(t)
 	o.MemQueueSize = 0
 	d := startDaemon(t, o)
-	d.mustDo("POST", "/topic/create?topic=jobs", "", http.StatusOK)
-	d.mustDo("POST", "/channel/create?topic=jobs&channel=work", "", http.StatusOK)
-	d.postPolicy("/channel/policy?topic=jobs&channel=work", `{"max_attempts":1,"dead_letter_topic":"dlq"}`)
 	const n = 30
-	publishInBatches(t, newProducer(t, d.tcp), "jobs", 0, n)
+	d.jobs(`{"max_attempts":1,"dead_letter_topic":"dlq"}`, n)
 	cfg := nsqConfig()
 	cfg.MaxInFlight = n
 	cfg.MaxBackoffDuration = 0

@@ -98,7 +98,7 @@ func TestUnitDeferredAcrossRestart(t *testing.T) {
 // a nanosecond before, and none is lost, across a restart too.
 func TestUnitDeferredBeyondBudget(t *testing.T) {
 	const budget = 2000 // a handful of 1-byte messages
-	w := newQueueWorld(t, "later", deferredBudget(budget))
+	w := newQueueWorld(t, "later", memoryBudget(memBudget{maxDeferred: budget}))
 	ch, err := w.topic.GetChannel("c")
 	if err != nil {
 		t.Fatal(err)
@@ -196,7 +196,7 @@ func TestUnitLongDeferralSchedule(t *testing.T) {
 		bodySize = 100
 		budget   = 1 << 20
 	)
-	w := newQueueWorld(t, "schedule", deferredBudget(budget))
+	w := newQueueWorld(t, "schedule", memoryBudget(memBudget{maxDeferred: budget}))
 	ch, err := w.topic.GetChannel("c")
 	if err != nil {
 		t.Fatal(err)

@@ -57,7 +57,7 @@ func (w *queueWorld) remaining() (DrainRemaining, bool) {
 // empty once the last deferred message is due and finished, not before.
 func TestUnitDrainRemaining(t *testing.T) {
 	const backlog, deferred = 400, 20
-	w := newQueueWorld(t, "work", memQueueSize(50), deferredBudget(1))
+	w := newQueueWorld(t, "work", memQueueSize(50), memoryBudget(memBudget{maxDeferred: 1}))
 	w.publishInOrder(t, 0, backlog)
 	for i := range deferred {
 		w.publish(t, policyBody(backlog+i), 1500*time.Millisecond)
@@ -137,5 +137,63 @@ func TestUnitEphemeralChannelOfDurableTopic(t *testing.T) {
 	case <-e.retired:
 		t.Fatal("an ephemeral topic with a channel left was retired")
 	default:
+	}
+}
+
+// TestUnitInFlightCountsAgainstMemoryBudget: messages in flight share
+// --max-memory-queue-bytes with the memory queues, so a channel stops
+// reading its disk for consumers with big windows that never finish
+// anything once the budget is spent, and nothing reads more as time
+// passes; when they go away, a consumer that finishes gets every message.
+func TestUnitInFlightCountsAgainstMemoryBudget(t *testing.T) {
+	const (
+		budget = 1 << 20
+		size   = 10 << 10
+		total  = 1500 // 15 MB on disk, 15× the budget
+	)
+	w := newQueueWorld(t, "big", memQueueSize(0), memoryBudget(memBudget{maxQueueBytes: budget}))
+	ch, err := w.topic.GetChannel("c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := string(paddedBody("", size))
+	for i := 0; i < total; i += 100 {
+		batch := policyStrings(i, i+100)
+		for j := range batch {
+			batch[j] += body[len(batch[j]):]
+		}
+		w.publishBatch(t, 0, batch...)
+	}
+	var stuck []*Subscription
+	for range 5 {
+		_, s, _ := w.subscribe(t, "c", 2500)
+		stuck = append(stuck, s)
+	}
+	limit := int64(2*budget) / (size + messageOverhead)
+	within := func(when string) {
+		t.Helper()
+		if n := ch.inFlightCount.Load(); n == 0 || n > limit {
+			t.Fatalf("%s: %d messages in flight to consumers that never finish, want 1..%d (budget %d KB)", when, n, limit, budget>>10)
+		}
+		if held := w.cfg.guard.heldBytes(); held > 2*budget {
+			t.Fatalf("%s: memory queues + in flight hold %d bytes, budget %d", when, held, budget)
+		}
+	}
+	within("once subscribed")
+	w.advance(t, unitMsgTimeout-time.Nanosecond)
+	within("just before their timeout")
+	for _, s := range stuck {
+		s.Unsubscribe()
+	}
+	got := w.consumeAll(t, "c")
+	want := policyStrings(0, total)
+	for i := range want {
+		want[i] += body[len(want[i]):]
+	}
+	if !sameBodies(got, want) {
+		t.Fatalf("the consumer that finishes got %d messages, want all %d once", len(got), total)
+	}
+	if held := w.cfg.guard.inFlightBytes.Load(); held != 0 {
+		t.Fatalf("in-flight bytes %d after everything was finished", held)
 	}
 }

@@ -188,7 +188,7 @@ func newQueueWorld(t *testing.T, topicName string, options ...func(*queueConfig)
 		dataPath:        t.TempDir(),
 		memQueueSize:    100,
 		maxBytesPerFile: 1 << 20,
-		syncEvery:       100,
+		syncEvery:       2500, // the daemon's default
 		syncTimeout:     time.Second,
 		maxMsgSize:      1 << 20,
 		msgTimeout:      unitMsgTimeout,
@@ -415,12 +415,13 @@ func (w *queueWorld) topicPolicy(t *testing.T, body string) {
 	}
 }
 
-// deferredBudget is a memory guard that limits deferred messages in memory
-// to bytes (--max-deferred-memory) and nothing else.
-func deferredBudget(bytes int64) func(*queueConfig) {
+// memoryBudget gives the queues a memory guard with budget's byte limits
+// (--max-memory-queue-bytes, --max-deferred-memory; 0 = none) and nothing
+// else: no memory pressure, no per-queue limit.
+func memoryBudget(budget memBudget) func(*queueConfig) {
 	return func(c *queueConfig) {
 		g := &memoryGuard{}
-		g.budget.Store(&memBudget{maxDeferred: bytes})
+		g.budget.Store(&budget)
 		c.guard = g
 	}
 }

@@ -12,18 +12,20 @@ import (
 )
 
 // TestUnitDeferredDueOrder: DPUBs published together with different
-// delays come out in due order, each at its own time.
+// delays come out in due order, each at its own time, even one due a
+// nanosecond after another.
 func TestUnitDeferredDueOrder(t *testing.T) {
 	w := newQueueWorld(t, "order")
 	_, _, c := w.subscribe(t, "c", 10)
-	for _, d := range []time.Duration{3, 1, 5, 2} {
-		w.publish(t, (d * time.Second).String(), d*time.Second)
+	for _, d := range []time.Duration{3 * time.Second, time.Second + time.Nanosecond, time.Second, 5 * time.Second, 2 * time.Second} {
+		w.publish(t, d.String(), d)
 	}
 	w.dueAfter(t, c, time.Second, 1, "the 1s DPUB")
-	w.dueAfter(t, c, time.Second, 2, "the 2s DPUB")
-	w.dueAfter(t, c, time.Second, 3, "the 3s DPUB")
-	w.dueAfter(t, c, 2*time.Second, 4, "the 5s DPUB")
-	c.expectBodies(t, "every DPUB due", "1s", "2s", "3s", "5s")
+	w.dueAfter(t, c, time.Nanosecond, 2, "the 1.000000001s DPUB")
+	w.dueAfter(t, c, time.Second-time.Nanosecond, 3, "the 2s DPUB")
+	w.dueAfter(t, c, time.Second, 4, "the 3s DPUB")
+	w.dueAfter(t, c, 2*time.Second, 5, "the 5s DPUB")
+	c.expectBodies(t, "every DPUB due", "1s", "1.000000001s", "2s", "3s", "5s")
 }
 
 // TestUnitDeferredBeforeChannel: a DPUB to a topic with no channel waits
@@ -95,18 +97,32 @@ func TestUnitDeferredAcrossRestart(t *testing.T) {
 
 // TestUnitDeferredBeyondBudget: with a small --max-deferred-memory most
 // deferred messages wait on disk, yet each comes back at its due time, not
-// a nanosecond before, and none is lost, across a restart too.
+// a nanosecond before (those on disk due a nanosecond after others too),
+// and none is lost, with or without a restart in between.
 func TestUnitDeferredBeyondBudget(t *testing.T) {
+	for _, restart := range []bool{false, true} {
+		t.Run(map[bool]string{false: "running", true: "restarted"}[restart], func(t *testing.T) {
+			testDeferredBeyondBudget(t, restart)
+		})
+	}
+}
+
+func testDeferredBeyondBudget(t *testing.T, restart bool) {
 	const budget = 2000 // a handful of 1-byte messages
 	w := newQueueWorld(t, "later", memoryBudget(memBudget{maxDeferred: budget}))
 	ch, err := w.topic.GetChannel("c")
 	if err != nil {
 		t.Fatal(err)
 	}
-	const n = 60 // 20 due in 1s, 40 in 3s
+	// 20 due in 1s, 30 in 3s, and last, on disk, 10 a nanosecond after
+	// the first.
+	const n = 60
 	for i := range n {
 		delay := time.Second
-		if i >= 20 {
+		switch {
+		case i >= 50:
+			delay += time.Nanosecond
+		case i >= 20:
 			delay = 3 * time.Second
 		}
 		w.publish(t, string(rune('A'+i)), delay)
@@ -124,14 +140,16 @@ func TestUnitDeferredBeyondBudget(t *testing.T) {
 	if d := ch.Depth(); d != 0 {
 		t.Fatalf("deferred messages ready early: depth %d", d)
 	}
-
-	ch = w.restart(t, "c")[0]
+	if restart {
+		ch = w.restart(t, "c")[0]
+	}
 	if got := ch.deferredCount.Load(); got != n {
-		t.Fatalf("deferred count %d after the restart, want %d", got, n)
+		t.Fatalf("deferred count %d, want %d", got, n)
 	}
 	_, _, c := w.subscribe(t, "c", n)
 	w.dueAfter(t, c, time.Second, 20, "the 1s messages")
-	w.dueAfter(t, c, 2*time.Second, n, "the 3s messages")
+	w.dueAfter(t, c, time.Nanosecond, 30, "the messages due 1ns later")
+	w.dueAfter(t, c, 2*time.Second-time.Nanosecond, n, "the 3s messages")
 	seen := map[string]bool{}
 	for _, b := range c.bodies() {
 		seen[b] = true

@@ -364,3 +364,27 @@ func waitDeadLetters(t *testing.T, w *queueWorld, want ...string) {
 func sameBodies(a, b []string) bool {
 	return slices.Equal(slices.Sorted(slices.Values(a)), slices.Sorted(slices.Values(b)))
 }
+
+// TestUnitPolicyMaxAgeTopicBacklogMove: the topic's max_age applies to its
+// backlog as it moves to a new channel: messages up to exactly max_age old
+// go, older ones are dropped and counted.
+func TestUnitPolicyMaxAgeTopicBacklogMove(t *testing.T) {
+	for _, late := range []time.Duration{0, time.Nanosecond} {
+		w := newQueueWorld(t, "events")
+		w.topicPolicy(t, `{"max_age":"1h"}`)
+		w.publishInOrder(t, 0, 5)
+		w.advance(t, 30*time.Minute)
+		w.publishInOrder(t, 5, 10)
+		w.advance(t, 30*time.Minute+late)
+		want, expired := policyStrings(0, 10), uint64(0)
+		if late > 0 {
+			want, expired = policyStrings(5, 10), 5
+		}
+		if got := w.consumeAll(t, "c"); !slices.Equal(got, want) {
+			t.Fatalf("channel created %v after max_age got %v, want %v", late, got, want)
+		}
+		if n := w.topic.q.pol.expired.Load(); n != expired {
+			t.Fatalf("channel created %v after max_age: topic expired_count %d, want %d", late, n, expired)
+		}
+	}
+}

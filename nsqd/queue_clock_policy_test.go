@@ -335,13 +335,24 @@ func TestUnitPolicyMaxAttemptsRestored(t *testing.T) {
 	waitDeadLetters(t, w, policyBody(0))
 
 	// Its second delivery in flight, a consumer leaves: no third.
-	if err := s.Requeue(c.deliveries()[0].ID, 0); err != nil {
+	if err := s.Finish(c.deliveries()[0].ID); err != nil {
 		t.Fatal(err)
 	}
+	second := c.expectDeliveries(t, 2, "after FIN")
+	if err := s.Requeue(second.ID, 0); err != nil {
+		t.Fatal(err)
+	}
+	c.expectDeliveries(t, 3, "after REQ")
+	if err := s.Finish(c.deliveries()[2].ID); err != nil {
+		t.Fatal(err)
+	}
+	if again := c.expectDeliveries(t, 4, "after FIN"); again.ID != second.ID || again.Attempts != 2 {
+		t.Fatalf("delivered %s attempts %d, want the requeued %s with attempts 2", again.ID, again.Attempts, second.ID)
+	}
 	s.Unsubscribe()
-	waitDeadLetters(t, w, policyBody(0), policyBody(1))
-	if d := ch.Depth(); d != 2 {
-		t.Fatalf("depth %d, want the two never delivered", d)
+	waitDeadLetters(t, w, policyBody(0), string(second.Body))
+	if d := ch.Depth(); d != 0 {
+		t.Fatalf("depth %d, want nothing left", d)
 	}
 }
 

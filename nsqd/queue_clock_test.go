@@ -625,8 +625,8 @@ func TestUnitClientMsgTimeout(t *testing.T) {
 	short.expectDeliveries(t, 6, "five of its timeouts by the default one")
 }
 
-// TestUnitRequeueNow: REQ without a delay puts the message back at the
-// head of the queue at once, ahead of what waits, with its attempts kept.
+// TestUnitRequeueNow: REQ without a delay puts the message back at once,
+// behind what waits in memory (as NSQ does), with its attempts kept.
 func TestUnitRequeueNow(t *testing.T) {
 	w := newQueueWorld(t, "reqnow")
 	ch, s, c := w.subscribe(t, "c", 1)
@@ -635,8 +635,14 @@ func TestUnitRequeueNow(t *testing.T) {
 	if err := s.Requeue(ids[0], 0); err != nil {
 		t.Fatalf("Requeue: %v", err)
 	}
-	if m := c.expectDeliveries(t, 2, "after REQ 0"); string(m.Body) != "first" || m.Attempts != 2 {
-		t.Fatalf("after REQ 0 delivered %q attempts %d, want first attempts 2", m.Body, m.Attempts)
+	if m := c.expectDeliveries(t, 2, "after REQ 0"); string(m.Body) != "second" {
+		t.Fatalf("after REQ 0 delivered %q, want second, which waited", m.Body)
+	}
+	if err := s.Finish(ids[1]); err != nil {
+		t.Fatalf("FIN: %v", err)
+	}
+	if m := c.expectDeliveries(t, 3, "after FIN"); string(m.Body) != "first" || m.Attempts != 2 {
+		t.Fatalf("after FIN delivered %q attempts %d, want first attempts 2", m.Body, m.Attempts)
 	}
 	if d, n := ch.deferredCount.Load(), ch.requeueCount.Load(); d != 0 || n != 1 {
 		t.Fatalf("deferred %d requeues %d, want 0 and 1", d, n)

@@ -274,10 +274,11 @@ func (w *queueWorld) deadLetterCalls() []deadLetter {
 // settle waits for the work the queues do in goroutines of their own (the
 // topic's backlog move, the channels' deferred-spill workers) to end. The
 // fake clock stands still meanwhile: what they deliver, they deliver at the
-// current fake time.
+// current fake time. The bound is generous: a spill worker writing a
+// hundred thousand deferred messages on a loaded machine takes a while.
 func (w *queueWorld) settle(t *testing.T) {
 	t.Helper()
-	testutil.WaitFor(t, "the topic's backlog move and the channels' spill workers to finish", 10*time.Second, func() bool {
+	testutil.WaitFor(t, "the topic's backlog move and the channels' spill workers to finish", time.Minute, func() bool {
 		w.topic.mu.RLock()
 		moving := w.topic.moving
 		w.topic.mu.RUnlock()

@@ -18,6 +18,26 @@ const (
 	scaleLimit    = 8   // --node-concurrency
 )
 
+// scaleOptions points o at fc's nodes (through its nsqlookupd, or by
+// address when direct) with --node-concurrency scaleLimit. Its
+// --page-deadline is far beyond the second a page takes here even on a
+// loaded machine under the race detector: the test counts the requests a
+// page makes, and a node shown as not answering would only say the
+// machine was busy (the deadline has tests of its own).
+func scaleOptions(fc *fakeCluster, direct bool) func(*Options) {
+	return func(o *Options) {
+		if direct {
+			for _, n := range fc.nodes {
+				o.NSQDHTTPAddresses = append(o.NSQDHTTPAddresses, n.srv.Listener.Addr().String())
+			}
+		} else {
+			o.NSQLookupdHTTPAddresses = []string{fc.lookupd.Listener.Addr().String()}
+		}
+		o.NodeConcurrency = scaleLimit
+		o.PageDeadline = time.Minute
+	}
+}
+
 // scaleChannelsPerTopic is 100 (1,000 channels per node) with
 // NSQ_LONG_TESTS=1, else 20: the shape of the work checked is the same, and
 // the race detector makes the full size cost ~30 s.
@@ -37,8 +57,7 @@ func TestScale100Nodes1000Channels(t *testing.T) {
 	perTopic := scaleChannelsPerTopic()
 	fc := newFakeCluster(t, scaleNodes, scaleTopics, perTopic, scaleClients)
 	a, base := startAdmin(t, func(o *Options) {
-		o.NSQLookupdHTTPAddresses = []string{fc.lookupd.Listener.Addr().String()}
-		o.NodeConcurrency = scaleLimit
+		scaleOptions(fc, false)(o)
 		o.MaxClientRows = 50
 	})
 	waitFirstPoll(t, a)
@@ -86,14 +105,7 @@ func TestScale100Nodes1000Channels(t *testing.T) {
 
 	// Without nsqlookupd (--nsqd-http-address), a poll and the counter
 	// answer also ask each node twice (/info and /stats).
-	var addrs []string
-	for _, n := range fc.nodes {
-		addrs = append(addrs, n.srv.Listener.Addr().String())
-	}
-	direct, directBase := startAdmin(t, func(o *Options) {
-		o.NSQDHTTPAddresses = addrs
-		o.NodeConcurrency = scaleLimit
-	})
+	direct, directBase := startAdmin(t, scaleOptions(fc, true))
 	waitFirstPoll(t, direct)
 	for _, p := range []string{"poll", "/api/counter"} {
 		fc.resetCounts()

@@ -161,6 +161,33 @@ func TestDeadAndSlowNodesAreBadges(t *testing.T) {
 	}
 }
 
+// TestStoppedNodeOnNodesPageWhileLookupdIsLate: over nsqlookupd, a node
+// that stops answering is a badge on /nodes and a WARNING of /api/nodes
+// also when nsqlookupd misses the page's deadline too and its latest
+// /nodes stands in for it: every node listed is asked for its /info, so
+// the stopped one is never shown as a healthy row.
+func TestStoppedNodeOnNodesPageWhileLookupdIsLate(t *testing.T) {
+	fc := newFakeCluster(t, 2, 1, 1, 0)
+	lookupd := fc.lookupd.Listener.Addr().String()
+	a, base := startAdmin(t, func(o *Options) {
+		o.NSQLookupdHTTPAddresses = []string{lookupd}
+		o.PageDeadline = 300 * time.Millisecond
+	})
+	waitFirstPoll(t, a)
+	get(t, base+"/nodes") // every node's /info, kept to stand in for it
+	stopped := fc.nodes[1].srv.Listener.Addr().String()
+	fc.lookupdStall.start(t)
+	fc.nodes[1].stall.start(t)
+
+	code, body := get(t, base+"/nodes")
+	if code != http.StatusOK {
+		t.Fatalf("GET /nodes = %d with nsqlookupd late: %.300s", code, body)
+	}
+	wantIn(t, "/nodes", body, lookupd+" not answering, shown as of ", stopped+" not answering, shown as of ", "2 nsqd nodes")
+	_, body = get(t, base+"/api/nodes")
+	wantIn(t, "/api/nodes", body, `"message":"WARNING: `, lookupd+": ", stopped+": ")
+}
+
 // BenchmarkPages renders each page over 100 fake nodes × 1,000 channels
 // (2 clients each); ns/op is the time a person waits for the page. The
 // topics and counter pages come from the latest poll; "poll" is what a

@@ -23,24 +23,47 @@ import (
 // fixed bodies, and a fake nsqlookupd listing them. It counts requests per
 // node and the most requests in flight at once across all nodes.
 type fakeCluster struct {
-	lookupd  *httptest.Server
-	nodes    []*fakeNode
-	inFlight atomic.Int64
-	peak     atomic.Int64
-	extra    []lookupdProducer // registered but not served by a fake (dead, slow)
+	lookupd      *httptest.Server
+	nodes        []*fakeNode
+	inFlight     atomic.Int64
+	peak         atomic.Int64
+	extra        []lookupdProducer // registered but not served by a fake (dead, slow)
+	lookupdStall stall
+}
+
+// stall holds every request from when it starts until the test ends, as a
+// stopped process does: the connection is accepted, nothing is answered.
+type stall struct {
+	on      atomic.Bool
+	release chan struct{}
+}
+
+// start begins the stall; call it once, after the server it holds is
+// started, so that the release runs before the server's Close (which waits
+// for its handlers).
+func (s *stall) start(tb testing.TB) {
+	s.release = make(chan struct{})
+	tb.Cleanup(func() { close(s.release) })
+	s.on.Store(true)
+}
+
+func (s *stall) wait() {
+	if s.on.Load() {
+		<-s.release
+	}
 }
 
 type fakeNode struct {
-	srv       *httptest.Server
-	requests  atomic.Int64
-	posts     atomic.Int64      // actions (the poller only GETs)
-	stats     []byte            // the whole /stats
-	bare      []byte            // the whole /stats?include_clients=false
-	perTopic  map[string][]byte // /stats?topic=
-	info      []byte
-	httpPort  int
-	topics    []string
-	stallUntl <-chan struct{} // when set, every request waits for it (a slow node)
+	srv      *httptest.Server
+	requests atomic.Int64
+	posts    atomic.Int64      // actions (the poller only GETs)
+	stats    []byte            // the whole /stats
+	bare     []byte            // the whole /stats?include_clients=false
+	perTopic map[string][]byte // /stats?topic=
+	info     []byte
+	httpPort int
+	topics   []string
+	stall    stall
 
 	// What nsqlookupd's /nodes says of the node.
 	region, zone string
@@ -195,9 +218,7 @@ func (fc *fakeCluster) serveNode(n *fakeNode, w http.ResponseWriter, r *http.Req
 			break
 		}
 	}
-	if n.stallUntl != nil {
-		<-n.stallUntl
-	}
+	n.stall.wait()
 	w.Header().Set("Content-Type", "application/json")
 	if r.URL.Path != "/info" && r.URL.Path != "/stats" {
 		body, _ := io.ReadAll(r.Body)
@@ -252,6 +273,7 @@ func (fc *fakeCluster) producers() []lookupdProducer {
 }
 
 func (fc *fakeCluster) serveLookupd(w http.ResponseWriter, r *http.Request) {
+	fc.lookupdStall.wait()
 	w.Header().Set("Content-Type", "application/json")
 	var body any
 	switch r.URL.Path {
@@ -281,11 +303,10 @@ func (fc *fakeCluster) addDead(tb testing.TB) string {
 
 // addSlow registers a node that answers nothing until the test ends.
 func (fc *fakeCluster) addSlow(tb testing.TB) string {
-	release := make(chan struct{})
-	node := &fakeNode{stallUntl: release, stats: []byte(`{}`), bare: []byte(`{}`), perTopic: map[string][]byte{}}
+	node := &fakeNode{stats: []byte(`{}`), bare: []byte(`{}`), perTopic: map[string][]byte{}}
 	node.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fc.serveNode(node, w, r) }))
 	tb.Cleanup(node.srv.Close)
-	tb.Cleanup(func() { close(release) }) // runs before Close: unblocks the handlers
+	node.stall.start(tb)
 	port := node.srv.Listener.Addr().(*net.TCPAddr).Port
 	fc.extra = append(fc.extra, lookupdProducer{Hostname: "slow", BroadcastAddress: "127.0.0.1", HTTPPort: port, TCPPort: port, Version: "1.3.0"})
 	return net.JoinHostPort("127.0.0.1", strconv.Itoa(port))

@@ -18,6 +18,26 @@ const (
 	scaleLimit    = 8   // --node-concurrency
 )
 
+// scaleOptions points o at fc's nodes (through its nsqlookupd, or by
+// address when direct) with --node-concurrency scaleLimit. Its
+// --page-deadline is far beyond the second a page takes here even on a
+// loaded machine under the race detector: the test counts the requests a
+// page makes, and a node shown as not answering would only say the
+// machine was busy (the deadline has tests of its own).
+func scaleOptions(fc *fakeCluster, direct bool) func(*Options) {
+	return func(o *Options) {
+		if direct {
+			for _, n := range fc.nodes {
+				o.NSQDHTTPAddresses = append(o.NSQDHTTPAddresses, n.srv.Listener.Addr().String())
+			}
+		} else {
+			o.NSQLookupdHTTPAddresses = []string{fc.lookupd.Listener.Addr().String()}
+		}
+		o.NodeConcurrency = scaleLimit
+		o.PageDeadline = time.Minute
+	}
+}
+
 // scaleChannelsPerTopic is 100 (1,000 channels per node) with
 // NSQ_LONG_TESTS=1, else 20: the shape of the work checked is the same, and
 // the race detector makes the full size cost ~30 s.
@@ -37,8 +57,7 @@ func TestScale100Nodes1000Channels(t *testing.T) {
 	perTopic := scaleChannelsPerTopic()
 	fc := newFakeCluster(t, scaleNodes, scaleTopics, perTopic, scaleClients)
 	a, base := startAdmin(t, func(o *Options) {
-		o.NSQLookupdHTTPAddresses = []string{fc.lookupd.Listener.Addr().String()}
-		o.NodeConcurrency = scaleLimit
+		scaleOptions(fc, false)(o)
 		o.MaxClientRows = 50
 	})
 	waitFirstPoll(t, a)
@@ -86,14 +105,7 @@ func TestScale100Nodes1000Channels(t *testing.T) {
 
 	// Without nsqlookupd (--nsqd-http-address), a poll and the counter
 	// answer also ask each node twice (/info and /stats).
-	var addrs []string
-	for _, n := range fc.nodes {
-		addrs = append(addrs, n.srv.Listener.Addr().String())
-	}
-	direct, directBase := startAdmin(t, func(o *Options) {
-		o.NSQDHTTPAddresses = addrs
-		o.NodeConcurrency = scaleLimit
-	})
+	direct, directBase := startAdmin(t, scaleOptions(fc, true))
 	waitFirstPoll(t, direct)
 	for _, p := range []string{"poll", "/api/counter"} {
 		fc.resetCounts()
@@ -147,6 +159,33 @@ func TestDeadAndSlowNodesAreBadges(t *testing.T) {
 	if code != http.StatusBadGateway {
 		t.Errorf("page of the dead node = %d, want 502", code)
 	}
+}
+
+// TestStoppedNodeOnNodesPageWhileLookupdIsLate: over nsqlookupd, a node
+// that stops answering is a badge on /nodes and a WARNING of /api/nodes
+// also when nsqlookupd misses the page's deadline too and its latest
+// /nodes stands in for it: every node listed is asked for its /info, so
+// the stopped one is never shown as a healthy row.
+func TestStoppedNodeOnNodesPageWhileLookupdIsLate(t *testing.T) {
+	fc := newFakeCluster(t, 2, 1, 1, 0)
+	lookupd := fc.lookupd.Listener.Addr().String()
+	a, base := startAdmin(t, func(o *Options) {
+		o.NSQLookupdHTTPAddresses = []string{lookupd}
+		o.PageDeadline = 300 * time.Millisecond
+	})
+	waitFirstPoll(t, a)
+	get(t, base+"/nodes") // every node's /info, kept to stand in for it
+	stopped := fc.nodes[1].srv.Listener.Addr().String()
+	fc.lookupdStall.start(t)
+	fc.nodes[1].stall.start(t)
+
+	code, body := get(t, base+"/nodes")
+	if code != http.StatusOK {
+		t.Fatalf("GET /nodes = %d with nsqlookupd late: %.300s", code, body)
+	}
+	wantIn(t, "/nodes", body, lookupd+" not answering, shown as of ", stopped+" not answering, shown as of ", "2 nsqd nodes")
+	_, body = get(t, base+"/api/nodes")
+	wantIn(t, "/api/nodes", body, `"message":"WARNING: `, lookupd+": ", stopped+": ")
 }
 
 // BenchmarkPages renders each page over 100 fake nodes × 1,000 channels

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -83,6 +84,36 @@ func withinDeadline(t *testing.T, who string, answers []timedGet) map[string]str
 		bodies[a.path] = a.body
 	}
 	return bodies
+}
+
+// apiMessage is the "message" of an API answer: "" or a WARNING.
+func apiMessage(t *testing.T, path, body string) string {
+	t.Helper()
+	var m struct {
+		Message string `json:"message"`
+	}
+	if err := json.Unmarshal([]byte(body), &m); err != nil {
+		t.Errorf("%s: %v: %.300s", path, err, body)
+	}
+	return m.Message
+}
+
+// warnsOf reports whether msg, an API answer's message, is a WARNING that
+// names addr among the daemons that did not answer, wherever in the list:
+// on a loaded machine nsqlookupd or the live node may miss its share of
+// the deadline too, and comes first.
+func warnsOf(msg, addr string) bool {
+	list, ok := strings.CutPrefix(msg, "WARNING: ")
+	return ok && slices.ContainsFunc(strings.Split(list, "; "), func(e string) bool { return strings.HasPrefix(e, addr+": ") })
+}
+
+// liveSection is the part of a page that its live updates refetch: the
+// badges of the daemons that did not answer and the tables.
+func liveSection(body string) string {
+	if i := strings.Index(body, `id="live"`); i >= 0 {
+		return body[i:]
+	}
+	return body
 }
 
 // apiQueue is the part of /api/topics/:topic and /api/topics/:topic/:channel
@@ -168,14 +199,14 @@ func TestStoppedNSQDIsABadgeWithinTheDeadline(t *testing.T) {
 			}
 		}
 		if !strings.Contains(bodies["/nodes"], badge) {
-			t.Errorf("%s /nodes has no badge %q", who, badge)
+			t.Errorf("%s /nodes has no badge %q: %.3000s", who, badge, liveSection(bodies["/nodes"]))
 		}
 		if body := bodies["/topics/orders/billing"]; !strings.Contains(body, "("+liveHTTP+")") || !strings.Contains(body, "as of ") {
 			t.Errorf("%s the channel page does not list the live node and the stopped one as polled: %.2000s", who, body)
 		}
 		for _, p := range []string{"/api/topics/orders", "/api/topics/orders/billing", "/api/nodes", "/api/nodes/" + stopped.HTTPAddr, "/api/counter"} {
-			if body := bodies[p]; !strings.Contains(body, `"message":"WARNING: `+stopped.HTTPAddr) {
-				t.Errorf("%s %s does not warn of %s: %.300s", who, p, stopped.HTTPAddr, body)
+			if msg := apiMessage(t, p, bodies[p]); !warnsOf(msg, stopped.HTTPAddr) {
+				t.Errorf("%s %s does not warn of %s: %q", who, p, stopped.HTTPAddr, msg)
 			}
 		}
 		topic := decodeQueue(t, "/api/topics/orders", bodies["/api/topics/orders"])
@@ -191,8 +222,9 @@ func TestStoppedNSQDIsABadgeWithinTheDeadline(t *testing.T) {
 		if body := bodies["/api/nodes/"+stopped.HTTPAddr]; !strings.Contains(body, `"topic_name":"orders"`) {
 			t.Errorf("%s the stopped node's API answer lacks its polled topics: %.300s", who, body)
 		}
-		if body := bodies["/api/nodes/"+liveHTTP]; strings.Contains(body, "WARNING") || !strings.Contains(body, `"topic_name":"orders"`) {
-			t.Errorf("%s the live node's API answer = %.300s, want its topics and no warning", who, body)
+		p := "/api/nodes/" + liveHTTP
+		if body := bodies[p]; strings.Contains(apiMessage(t, p, body), stopped.HTTPAddr) || !strings.Contains(body, `"topic_name":"orders"`) {
+			t.Errorf("%s the live node's API answer = %.300s, want its topics and no word of the stopped node", who, body)
 		}
 	}
 

@@ -5,10 +5,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"slices"
 	"time"
+
+	"github.com/nsqgo/nsq/internal/logging"
 )
 
 // The functions here gather one view of the cluster each; the JSON API and
@@ -25,13 +28,17 @@ import (
 func (a *Admin) lookupds() []string { return a.opts.Load().NSQLookupdHTTPAddresses }
 func (a *Admin) nsqds() []string    { return a.opts.Load().NSQDHTTPAddresses }
 
+// upstream is a view's error when none of its n daemons answered (errs);
+// as NSQ's nsqadmin, it logs that as "failed to get <what>" and each
+// daemon that did not answer a view that stands.
 func (a *Admin) upstream(n int, errs []NodeError, what string) error {
 	if allFailed(n, errs) {
-		a.logger.Warn("no daemon answered", "what", what, "errors", fmt.Sprint(errs))
-		return fmt.Errorf("%w: %s", errUpstream, errs[0].Error())
+		err := fmt.Errorf("%w: %s", errUpstream, errs[0].Error())
+		logging.Logf(a.logger, slog.LevelError, "failed to get %s - %s", what, err)
+		return err
 	}
 	for _, e := range errs {
-		a.logger.Warn("daemon did not answer", "what", what, "addr", e.Addr, "err", e.Err)
+		logging.Logf(a.logger, slog.LevelWarn, "%s", e)
 	}
 	return nil
 }
@@ -104,7 +111,7 @@ func (a *Admin) topicProducers(ctx context.Context, topic string) ([]*Producer, 
 // statsOf fetches q's stats from producers and adds the failures to errs.
 func (a *Admin) statsOf(ctx context.Context, producers []*Producer, q statsQuery, errs []NodeError) ([]*TopicStats, []NodeError, error) {
 	perNode, serrs := a.cluster.nodeStats(ctx, producers, q)
-	return perNode, joinErrs(errs, serrs), a.upstream(len(producers), serrs, "stats")
+	return perNode, joinErrs(errs, serrs), a.upstream(len(producers), serrs, "nsqd stats")
 }
 
 // topicStats is one topic summed over its nodes (with channels, without

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nsqgo/nsq/internal/diskqueue"
+	"github.com/nsqgo/nsq/internal/logging"
 	"github.com/nsqgo/nsq/internal/names"
 )
 
@@ -86,6 +87,11 @@ func newTopic(name string, cfg *queueConfig, hooks topicHooks, e2eWindow time.Du
 
 // Name returns the topic name.
 func (t *Topic) Name() string { return t.name }
+
+// logf logs as NSQ's nsqd does: the values in the message.
+func (t *Topic) logf(level slog.Level, format string, args ...any) {
+	logging.Logf(t.log, level, format, args...)
+}
 
 // Put publishes msgs (already carrying IDs) to the topic. Fan-out to the
 // channels happens without the topic's lock, so a channel writing to a slow
@@ -280,6 +286,7 @@ func (t *Topic) queue(msgs []*Message, capped bool) error {
 		}
 		err := t.q.writeLocked(toDisk)
 		if err != nil {
+			t.logf(slog.LevelError, "TOPIC(%s) ERROR: failed to write message to backend - %s", t.name, err)
 			return fmt.Errorf("topic %s: %w", t.name, err)
 		}
 	}
@@ -350,6 +357,7 @@ func (t *Topic) DeleteChannel(name string) error {
 		t.unlock()
 		return errChannelNotFound
 	}
+	t.logf(slog.LevelInfo, "TOPIC(%s): deleting channel %s", t.name, ch.name)
 	// Stopped (files detached) before the name is free: a channel created
 	// at once under this name must find none of these files, lose none.
 	finish := ch.stop(true)
@@ -400,7 +408,9 @@ func (t *Topic) onLastClient(ch *Channel) {
 		t.unlock()
 		return
 	}
-	deleted, finish := ch.deleteIfIdle()
+	deleted, finish := ch.deleteIfIdle(func() {
+		t.logf(slog.LevelInfo, "TOPIC(%s): deleting channel %s", t.name, ch.name)
+	})
 	if !deleted {
 		t.unlock()
 		return
@@ -409,7 +419,7 @@ func (t *Topic) onLastClient(ch *Channel) {
 	retired := t.retireIfEmptyLocked()
 	t.unlock()
 	if err := finish(); err != nil {
-		t.log.Error("deleting ephemeral channel", "topic", t.name, "channel", ch.name, "err", err)
+		t.logf(slog.LevelError, "TOPIC(%s): deleting channel %s - %s", t.name, ch.name, err)
 	}
 	if t.hooks.channelDeleted != nil {
 		t.hooks.channelDeleted(t, ch)
@@ -467,16 +477,23 @@ func (t *Topic) close(deleted bool) error { return t.stop(deleted)() }
 // channels have left their names when stop returns (renames), so the
 // daemon can stop a topic under the lock that frees its name.
 func (t *Topic) stop(deleted bool) (finish func() error) {
-	// An ephemeral topic is not in nsqd.dat and never comes back, so what its
-	// (non-ephemeral) channels would write to disk could only be orphaned.
-	deleted = deleted || t.ephemeral
 	t.mu.Lock()
 	if !t.exitLocked() {
 		t.unlock()
 		return func() error { return nil }
 	}
 	t.unlock()
+	if deleted {
+		t.logf(slog.LevelInfo, "TOPIC(%s): deleting", t.name)
+	} else {
+		t.logf(slog.LevelInfo, "TOPIC(%s): closing", t.name)
+	}
+	// An ephemeral topic is not in nsqd.dat and never comes back, so what its
+	// (non-ephemeral) channels would write to disk could only be orphaned.
+	deleted = deleted || t.ephemeral
 	t.moveWG.Wait()
+	// Nothing moves messages to the channels from here on.
+	t.logf(slog.LevelInfo, "TOPIC(%s): closing ... messagePump", t.name)
 
 	t.mu.Lock()
 	t.q.waitIdleLocked()
@@ -485,6 +502,9 @@ func (t *Topic) stop(deleted bool) (finish func() error) {
 		chans = append(chans, ch)
 	}
 	pending := t.q.takeMemLocked()
+	if len(pending) > 0 && !deleted {
+		t.logf(slog.LevelInfo, "TOPIC(%s): flushing %d memory messages to backend", t.name, len(pending))
+	}
 	var tomb diskqueue.Tombstone
 	var detachErr error
 	if deleted {
@@ -524,7 +544,7 @@ func (t *Topic) spillToDisk() int {
 	}
 	n, err := t.q.spillLocked()
 	if err != nil {
-		t.log.Error("spilling topic to disk", "topic", t.name, "err", err)
+		t.logf(slog.LevelError, "TOPIC(%s) ERROR: failed to write message to backend - %s", t.name, err)
 	}
 	return n
 }

@@ -675,17 +675,23 @@ func (c *cluster) remember(start time.Time, producers []*Producer, perNode []*To
 
 // postLookupds sends POST path to every nsqlookupd.
 func (c *cluster) postLookupds(ctx context.Context, lookupds []string, path string) []NodeError {
-	_, errs := fanOut(ctx, c.limit, lookupds, func(ctx context.Context, addr string) (struct{}, error) {
-		return struct{}{}, c.post(ctx, "nsqlookupd", addr, path)
-	}, nil)
-	return errs
+	return c.postAll(ctx, "nsqlookupd", lookupds, path)
 }
 
 // postProducers sends POST path to every given nsqd.
 func (c *cluster) postProducers(ctx context.Context, producers []*Producer, path string) []NodeError {
-	_, errs := fanOut(ctx, c.limit, httpAddrs(producers), func(ctx context.Context, addr string) (struct{}, error) {
-		return struct{}{}, c.post(ctx, "nsqd", addr, path)
+	return c.postAll(ctx, "nsqd", httpAddrs(producers), path)
+}
+
+// postAll sends POST path to every daemon of kind at addrs and logs each
+// that failed, as NSQ's nsqadmin logs an action's partial failure.
+func (c *cluster) postAll(ctx context.Context, kind string, addrs []string, path string) []NodeError {
+	_, errs := fanOut(ctx, c.limit, addrs, func(ctx context.Context, addr string) (struct{}, error) {
+		return struct{}{}, c.post(ctx, kind, addr, path)
 	}, nil)
+	for _, e := range errs {
+		logging.Logf(c.logger, slog.LevelWarn, "%s", e)
+	}
 	return errs
 }
 

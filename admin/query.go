@@ -37,10 +37,16 @@ func (a *Admin) upstream(n int, errs []NodeError, what string) error {
 		logging.Logf(a.logger, slog.LevelError, "failed to get %s - %s", what, err)
 		return err
 	}
+	a.warnEach(errs)
+	return nil
+}
+
+// warnEach logs each daemon that did not answer as NSQ's nsqadmin logs a
+// partial answer: a warning of the error alone.
+func (a *Admin) warnEach(errs []NodeError) {
 	for _, e := range errs {
 		logging.Logf(a.logger, slog.LevelWarn, "%s", e)
 	}
-	return nil
 }
 
 // listingContext bounds listing the cluster's nodes, which every later
@@ -345,6 +351,7 @@ func (a *Admin) createTopic(ctx context.Context, topic, channel string) []NodeEr
 	qs := "?topic=" + url.QueryEscape(topic) + "&channel=" + url.QueryEscape(channel)
 	errs = append(errs, a.cluster.postLookupds(ctx, l, "/channel/create"+qs)...)
 	ps, perrs := a.cluster.lookupdTopicProducers(ctx, topic, l)
+	a.warnEach(perrs)
 	errs = append(errs, perrs...)
 	return append(errs, a.cluster.postProducers(ctx, ps, "/channel/create"+qs)...)
 }
@@ -355,6 +362,7 @@ func (a *Admin) tombstone(ctx context.Context, topic, node string) []NodeError {
 	errs := a.cluster.postLookupds(ctx, a.lookupds(),
 		"/topic/tombstone?topic="+url.QueryEscape(topic)+"&node="+url.QueryEscape(node))
 	ps, perrs := a.cluster.nsqdProducers(ctx, []string{node}, false)
+	a.warnEach(perrs)
 	errs = append(errs, perrs...)
 	return append(errs, a.cluster.postProducers(ctx, ps, "/topic/delete?topic="+url.QueryEscape(topic))...)
 }

@@ -471,7 +471,9 @@ func (ch *Channel) closeLocked(deleted bool) (finish func() error) {
 		if !ch.ephemeral {
 			errs = append(errs, ch.q.write(pending), ch.saveDeferred(deferred))
 		}
-		if errors.Join(errs...) == nil {
+		if err := errors.Join(errs...); err != nil {
+			ch.logf(slog.LevelError, "failed to write message to backend - %s", err)
+		} else {
 			for _, h := range holds {
 				ch.q.releaseTicket(h)
 			}

@@ -182,6 +182,7 @@ func (t *Topic) fanOut(chans []*Channel, msgs []*Message) error {
 		}
 		needsDisk, err := ch.putWithoutDisk(batch)
 		if err != nil {
+			t.logPutFailed(ch, batch, err)
 			errs = append(errs, err)
 		}
 		if needsDisk {
@@ -193,6 +194,11 @@ func (t *Topic) fanOut(chans []*Channel, msgs []*Message) error {
 	if len(slow) > 0 {
 		slowErrs := make([]error, len(slow))
 		parallel(len(slow), func(i int) { slowErrs[i] = slow[i].ch.put(slow[i].batch) })
+		for i, err := range slowErrs {
+			if err != nil {
+				t.logPutFailed(slow[i].ch, slow[i].batch, err)
+			}
+		}
 		errs = append(errs, slowErrs...)
 	}
 	closed := false
@@ -212,6 +218,18 @@ func (t *Topic) fanOut(chans []*Channel, msgs []*Message) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// logPutFailed logs a channel's refusal of a batch, one line per message
+// as NSQ logs each, unless the channel is being closed or deleted (then
+// fanOut's caller hears errExiting, or nothing).
+func (t *Topic) logPutFailed(ch *Channel, batch []*Message, err error) {
+	if errors.Is(err, errChannelClosed) {
+		return
+	}
+	for _, m := range batch {
+		t.logf(slog.LevelError, "TOPIC(%s) ERROR: failed to put msg(%s) to channel(%s) - %s", t.name, m.ID[:], ch.name, err)
+	}
 }
 
 // addChannelLocked and removeChannelLocked record a change of t.channels
@@ -519,14 +537,23 @@ func (t *Topic) stop(deleted bool) (finish func() error) {
 	}
 	return func() error {
 		var errs []error
-		for _, finish := range finishes {
-			errs = append(errs, finish())
+		for i, finish := range finishes {
+			if err := finish(); err != nil {
+				if !deleted {
+					t.logf(slog.LevelError, "channel(%s) close - %s", chans[i].name, err)
+				}
+				errs = append(errs, err)
+			}
 		}
 		errs = append(errs, finishStored())
 		if deleted {
 			return errors.Join(append(errs, detachErr, tomb.Remove())...)
 		}
-		errs = append(errs, t.persistBacklog(pending), t.q.backend.Close())
+		if err := t.persistBacklog(pending); err != nil {
+			t.logf(slog.LevelError, "ERROR: failed to write message to backend - %s", err)
+			errs = append(errs, err)
+		}
+		errs = append(errs, t.q.backend.Close())
 		if err := errors.Join(errs...); err != nil {
 			return fmt.Errorf("topic %s: close: %w", t.name, err)
 		}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -27,24 +28,27 @@ func (a *Admin) routes() (http.Handler, error) {
 	o := a.opts.Load()
 	r := httpapi.NewRouter(a.logger)
 	bp := func(p string) string { return path.Join(o.BasePath, p) }
-	v1 := httpapi.V1
+	// NSQ logs every request but the Graphite proxy's (and /metrics is
+	// ours, scraped often).
+	logged := func(h httprouter.Handle) httprouter.Handle { return httpapi.Logged(a.logger, h) }
+	v1 := func(h httpapi.Handler) httprouter.Handle { return logged(httpapi.V1(h)) }
 
-	r.GET(bp("/ping"), httpapi.PlainText(func(http.ResponseWriter, *http.Request, httprouter.Params) (any, error) { return "OK", nil }))
+	r.GET(bp("/ping"), logged(httpapi.PlainText(func(http.ResponseWriter, *http.Request, httprouter.Params) (any, error) { return "OK", nil })))
 	r.Handler(http.MethodGet, bp("/metrics"), a.metrics.handler())
-	r.GET(bp("/static/:asset"), a.pages.static)
+	r.GET(bp("/static/:asset"), logged(a.pages.static))
 
 	for _, p := range []string{"/", "/topics", "/topics/:topic", "/topics/:topic/:channel",
 		"/nodes", "/nodes/:node", "/counter", "/lookup"} {
-		r.GET(bp(p), a.withDeadline(a.page))
+		r.GET(bp(p), logged(a.withDeadline(a.page)))
 	}
 	if o.BasePath != "/" {
-		r.GET(o.BasePath+"/", a.withDeadline(a.page)) // the index with its trailing slash too
+		r.GET(o.BasePath+"/", logged(a.withDeadline(a.page))) // the index with its trailing slash too
 	}
 	// Form posts of the pages' buttons (work without JavaScript too).
-	r.POST(bp("/topics/:topic"), a.formAction)
-	r.POST(bp("/topics/:topic/:channel"), a.formAction)
-	r.POST(bp("/nodes/:node"), a.formAction)
-	r.POST(bp("/lookup"), a.formAction)
+	r.POST(bp("/topics/:topic"), logged(a.formAction))
+	r.POST(bp("/topics/:topic/:channel"), logged(a.formAction))
+	r.POST(bp("/nodes/:node"), logged(a.formAction))
+	r.POST(bp("/lookup"), logged(a.formAction))
 
 	r.GET(bp("/api/topics"), a.withDeadline(v1(a.apiTopics)))
 	r.GET(bp("/api/topics/:topic"), a.withDeadline(v1(a.apiTopic)))
@@ -354,8 +358,10 @@ func (a *Admin) apiGraphite(_ http.ResponseWriter, req *http.Request, _ httprout
 		Target     string       `json:"target"`
 		DataPoints [][]*float64 `json:"datapoints"`
 	}
-	if err := a.cluster.do(req.Context(), http.MethodGet, o.GraphiteURL+"/render?"+params.Encode(), nil, &resp); err != nil {
-		a.logger.Error("graphite request failed", "err", err)
+	u := o.GraphiteURL + "/render?" + params.Encode()
+	logging.Logf(a.logger, slog.LevelInfo, "GRAPHITE: %s", u)
+	if err := a.cluster.do(req.Context(), http.MethodGet, u, nil, &resp); err != nil {
+		logging.Logf(a.logger, slog.LevelError, "graphite request failed - %s", err)
 		return nil, httpapi.Err{Code: http.StatusInternalServerError, Text: "INTERNAL_ERROR"}
 	}
 	if len(resp) == 0 || len(resp[0].DataPoints) == 0 || len(resp[0].DataPoints[0]) == 0 || resp[0].DataPoints[0][0] == nil {

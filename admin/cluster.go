@@ -21,6 +21,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nsqgo/nsq/internal/logging"
 	"github.com/nsqgo/nsq/internal/statsdoc"
 )
 
@@ -190,7 +191,9 @@ func httpURL(addr, path string) string {
 
 // get fetches addr+path and decodes its JSON answer into v.
 func (c *cluster) get(ctx context.Context, kind, addr, path string, v any) error {
-	err := c.do(ctx, http.MethodGet, httpURL(addr, path), nil, v)
+	u := httpURL(addr, path)
+	c.logQuery(ctx, kind, u)
+	err := c.do(ctx, http.MethodGet, u, nil, v)
 	c.observed(kind, err)
 	return err
 }
@@ -202,10 +205,27 @@ func (c *cluster) post(ctx context.Context, kind, addr, path string) error {
 
 // send sends method addr+path with body (nil for none), ignoring the answer.
 func (c *cluster) send(ctx context.Context, kind, method, addr, path string, body []byte) error {
-	err := c.do(ctx, method, httpURL(addr, path), body, nil)
+	u := httpURL(addr, path)
+	c.logQuery(ctx, kind, u)
+	err := c.do(ctx, method, u, body, nil)
 	c.observed(kind, err)
 	return err
 }
+
+// logQuery logs a query of a daemon (kind is nsqd or nsqlookupd) made for
+// a request, as NSQ's nsqadmin does; the background polls are not logged.
+func (c *cluster) logQuery(ctx context.Context, kind, u string) {
+	if ctx.Value(quietKey{}) == nil {
+		logging.Logf(c.logger, slog.LevelInfo, "CI: querying %s %s", kind, u)
+	}
+}
+
+// quietKey marks the context of a background poll, whose queries are not
+// logged: NSQ's nsqadmin makes none, and they would fill the log.
+type quietKey struct{}
+
+// quiet returns ctx with its queries not logged.
+func quiet(ctx context.Context) context.Context { return context.WithValue(ctx, quietKey{}, true) }
 
 // statusError is a daemon's non-200 answer.
 type statusError struct {
@@ -253,7 +273,6 @@ func (c *cluster) do(ctx context.Context, method, u string, body []byte, v any) 
 		return err
 	}
 	req.Header.Set("Accept", "application/vnd.nsq; version=1.0")
-	c.logger.Debug("querying daemon", "method", method, "url", u)
 	resp, err := c.client.Do(req)
 	if err != nil {
 		return err
@@ -656,17 +675,23 @@ func (c *cluster) remember(start time.Time, producers []*Producer, perNode []*To
 
 // postLookupds sends POST path to every nsqlookupd.
 func (c *cluster) postLookupds(ctx context.Context, lookupds []string, path string) []NodeError {
-	_, errs := fanOut(ctx, c.limit, lookupds, func(ctx context.Context, addr string) (struct{}, error) {
-		return struct{}{}, c.post(ctx, "nsqlookupd", addr, path)
-	}, nil)
-	return errs
+	return c.postAll(ctx, "nsqlookupd", lookupds, path)
 }
 
 // postProducers sends POST path to every given nsqd.
 func (c *cluster) postProducers(ctx context.Context, producers []*Producer, path string) []NodeError {
-	_, errs := fanOut(ctx, c.limit, httpAddrs(producers), func(ctx context.Context, addr string) (struct{}, error) {
-		return struct{}{}, c.post(ctx, "nsqd", addr, path)
+	return c.postAll(ctx, "nsqd", httpAddrs(producers), path)
+}
+
+// postAll sends POST path to every daemon of kind at addrs and logs each
+// that failed, as NSQ's nsqadmin logs an action's partial failure.
+func (c *cluster) postAll(ctx context.Context, kind string, addrs []string, path string) []NodeError {
+	_, errs := fanOut(ctx, c.limit, addrs, func(ctx context.Context, addr string) (struct{}, error) {
+		return struct{}{}, c.post(ctx, kind, addr, path)
 	}, nil)
+	for _, e := range errs {
+		logging.Logf(c.logger, slog.LevelWarn, "%s", e)
+	}
 	return errs
 }
 

@@ -125,7 +125,7 @@ func (a *Admin) pollStats(ctx context.Context) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
-		if _, err := a.clusterSnapshot(ctx, interval/2); err != nil && ctx.Err() == nil {
+		if _, err := a.clusterSnapshot(quiet(ctx), interval/2); err != nil && ctx.Err() == nil {
 			a.logger.Debug("stats poll failed", "err", err)
 		}
 		select {

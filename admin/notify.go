@@ -12,6 +12,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/nsqgo/nsq/internal/logging"
 )
 
 // AdminAction is the JSON body POSTed to --notification-http-endpoint for
@@ -69,7 +71,7 @@ func (n *notifier) notify(action, topic, channel, node string, req *http.Request
 	case n.queue <- a:
 	default:
 		n.metrics.notifications.WithLabelValues("dropped").Inc()
-		n.logger.Error("notification queue full; dropping admin action", "action", action, "topic", topic)
+		logging.Logf(n.logger, slog.LevelError, "notification queue full; dropping admin action %s of topic %s", action, topic)
 	}
 }
 
@@ -88,27 +90,28 @@ func (n *notifier) run(ctx context.Context) {
 func (n *notifier) post(ctx context.Context, a *AdminAction) {
 	body, err := json.Marshal(a)
 	if err != nil {
-		n.logger.Error("encoding admin action", "err", err)
+		logging.Logf(n.logger, slog.LevelError, "failed to serialize admin action - %s", err)
 		return
 	}
+	logging.Logf(n.logger, slog.LevelInfo, "POSTing notification to %s", n.endpoint)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, n.endpoint, bytes.NewReader(body))
 	if err != nil {
 		n.metrics.notifications.WithLabelValues("failed").Inc()
-		n.logger.Error("notification endpoint", "err", err)
+		logging.Logf(n.logger, slog.LevelError, "failed to POST notification - %s", err)
 		return
 	}
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := n.client.Do(req)
 	if err != nil {
 		n.metrics.notifications.WithLabelValues("failed").Inc()
-		n.logger.Error("POSTing notification failed", "endpoint", n.endpoint, "err", err)
+		logging.Logf(n.logger, slog.LevelError, "failed to POST notification - %s", err)
 		return
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	resp.Body.Close()
 	if resp.StatusCode/100 != 2 {
 		n.metrics.notifications.WithLabelValues("failed").Inc()
-		n.logger.Error("notification endpoint refused", "endpoint", n.endpoint, "status", resp.StatusCode)
+		logging.Logf(n.logger, slog.LevelError, "failed to POST notification - %s answered %d", n.endpoint, resp.StatusCode)
 		return
 	}
 	n.metrics.notifications.WithLabelValues("sent").Inc()

@@ -5,10 +5,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"slices"
 	"time"
+
+	"github.com/nsqgo/nsq/internal/logging"
 )
 
 // The functions here gather one view of the cluster each; the JSON API and
@@ -25,15 +28,25 @@ import (
 func (a *Admin) lookupds() []string { return a.opts.Load().NSQLookupdHTTPAddresses }
 func (a *Admin) nsqds() []string    { return a.opts.Load().NSQDHTTPAddresses }
 
+// upstream is a view's error when none of its n daemons answered (errs);
+// as NSQ's nsqadmin, it logs that as "failed to get <what>" and each
+// daemon that did not answer a view that stands.
 func (a *Admin) upstream(n int, errs []NodeError, what string) error {
 	if allFailed(n, errs) {
-		a.logger.Warn("no daemon answered", "what", what, "errors", fmt.Sprint(errs))
-		return fmt.Errorf("%w: %s", errUpstream, errs[0].Error())
+		err := fmt.Errorf("%w: %s", errUpstream, errs[0].Error())
+		logging.Logf(a.logger, slog.LevelError, "failed to get %s - %s", what, err)
+		return err
 	}
-	for _, e := range errs {
-		a.logger.Warn("daemon did not answer", "what", what, "addr", e.Addr, "err", e.Err)
-	}
+	a.warnEach(errs)
 	return nil
+}
+
+// warnEach logs each daemon that did not answer as NSQ's nsqadmin logs a
+// partial answer: a warning of the error alone.
+func (a *Admin) warnEach(errs []NodeError) {
+	for _, e := range errs {
+		logging.Logf(a.logger, slog.LevelWarn, "%s", e)
+	}
 }
 
 // listingContext bounds listing the cluster's nodes, which every later
@@ -104,7 +117,7 @@ func (a *Admin) topicProducers(ctx context.Context, topic string) ([]*Producer, 
 // statsOf fetches q's stats from producers and adds the failures to errs.
 func (a *Admin) statsOf(ctx context.Context, producers []*Producer, q statsQuery, errs []NodeError) ([]*TopicStats, []NodeError, error) {
 	perNode, serrs := a.cluster.nodeStats(ctx, producers, q)
-	return perNode, joinErrs(errs, serrs), a.upstream(len(producers), serrs, "stats")
+	return perNode, joinErrs(errs, serrs), a.upstream(len(producers), serrs, "nsqd stats")
 }
 
 // topicStats is one topic summed over its nodes (with channels, without
@@ -338,6 +351,7 @@ func (a *Admin) createTopic(ctx context.Context, topic, channel string) []NodeEr
 	qs := "?topic=" + url.QueryEscape(topic) + "&channel=" + url.QueryEscape(channel)
 	errs = append(errs, a.cluster.postLookupds(ctx, l, "/channel/create"+qs)...)
 	ps, perrs := a.cluster.lookupdTopicProducers(ctx, topic, l)
+	a.warnEach(perrs)
 	errs = append(errs, perrs...)
 	return append(errs, a.cluster.postProducers(ctx, ps, "/channel/create"+qs)...)
 }
@@ -348,6 +362,7 @@ func (a *Admin) tombstone(ctx context.Context, topic, node string) []NodeError {
 	errs := a.cluster.postLookupds(ctx, a.lookupds(),
 		"/topic/tombstone?topic="+url.QueryEscape(topic)+"&node="+url.QueryEscape(node))
 	ps, perrs := a.cluster.nsqdProducers(ctx, []string{node}, false)
+	a.warnEach(perrs)
 	errs = append(errs, perrs...)
 	return append(errs, a.cluster.postProducers(ctx, ps, "/topic/delete?topic="+url.QueryEscape(topic))...)
 }

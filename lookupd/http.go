@@ -1,7 +1,6 @@
 package lookupd
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -13,6 +12,7 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	"github.com/nsqgo/nsq/internal/httpapi"
+	"github.com/nsqgo/nsq/internal/logging"
 	"github.com/nsqgo/nsq/internal/names"
 	"github.com/nsqgo/nsq/internal/version"
 )
@@ -35,52 +35,32 @@ func newHTTPHandler(db *RegistrationDB, opts *Options, logger *slog.Logger) http
 	s := &httpServer{db: db, opts: opts, logger: logger}
 	s.lookupBufs.New = func() any { b := make([]byte, 0, 4096); return &b }
 	r := httpapi.NewRouter(logger)
-	r.GET("/ping", httpapi.PlainText(s.ping))
-	r.GET("/info", httpapi.V1(s.info))
+	// NSQ logs every request but the profiler's.
+	logged := func(h httprouter.Handle) httprouter.Handle { return httpapi.Logged(logger, h) }
+	v1 := func(h httpapi.Handler) httprouter.Handle { return logged(httpapi.V1(h)) }
+	r.GET("/ping", logged(httpapi.PlainText(s.ping)))
+	r.GET("/info", v1(s.info))
 
-	r.GET("/debug", httpapi.V1(s.debug))
-	r.GET("/lookup", s.lookup)
-	r.GET("/topics", httpapi.V1(s.topics))
-	r.GET("/channels", httpapi.V1(s.channels))
-	r.GET("/nodes", httpapi.V1(s.nodes))
+	r.GET("/debug", v1(s.debug))
+	r.GET("/lookup", logged(s.lookup))
+	r.GET("/topics", v1(s.topics))
+	r.GET("/channels", v1(s.channels))
+	r.GET("/nodes", v1(s.nodes))
 	r.Handler(http.MethodGet, "/metrics", metricsHandler(db))
 
-	r.POST("/topic/create", httpapi.V1(s.createTopic))
-	r.POST("/topic/delete", httpapi.V1(s.deleteTopic))
-	r.POST("/channel/create", httpapi.V1(s.createChannel))
-	r.POST("/channel/delete", httpapi.V1(s.deleteChannel))
-	r.POST("/topic/tombstone", httpapi.V1(s.tombstoneTopicProducer))
+	r.POST("/topic/create", v1(s.createTopic))
+	r.POST("/topic/delete", v1(s.deleteTopic))
+	r.POST("/channel/create", v1(s.createChannel))
+	r.POST("/channel/delete", v1(s.deleteChannel))
+	r.POST("/topic/tombstone", v1(s.tombstoneTopicProducer))
 
 	addPprof(r)
-	return logRequests(r, logger)
+	return r
 }
 
-// logRequests logs each request at debug level. NSQ logs them at info, which
-// floods the log of a busy lookupd; the wrapper costs nothing when off.
-func logRequests(h http.Handler, logger *slog.Logger) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !logger.Enabled(r.Context(), slog.LevelDebug) {
-			h.ServeHTTP(w, r)
-			return
-		}
-		start := time.Now()
-		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
-		h.ServeHTTP(sw, r)
-		logger.LogAttrs(context.Background(), slog.LevelDebug, "HTTP request",
-			slog.Int("status", sw.status), slog.String("method", r.Method),
-			slog.String("uri", r.URL.RequestURI()), slog.String("remote", r.RemoteAddr),
-			slog.Duration("elapsed", time.Since(start)))
-	})
-}
-
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (w *statusWriter) WriteHeader(code int) {
-	w.status = code
-	w.ResponseWriter.WriteHeader(code)
+// logf logs as NSQ's nsqlookupd does: the values in the message.
+func (s *httpServer) logf(level slog.Level, format string, args ...any) {
+	logging.Logf(s.logger, level, format, args...)
 }
 
 // param returns the first value of key, or the error missing when key is
@@ -220,7 +200,7 @@ func (s *httpServer) createTopic(_ http.ResponseWriter, r *http.Request, _ httpr
 	if !names.Valid(topic) {
 		return nil, httpapi.Err{Code: http.StatusBadRequest, Text: "INVALID_ARG_TOPIC"}
 	}
-	s.logger.Info("DB: adding topic", "topic", topic)
+	s.logf(slog.LevelInfo, "DB: adding topic(%s)", topic)
 	s.db.AddRegistration(Registration{CategoryTopic, topic, ""})
 	return nil, nil
 }
@@ -233,11 +213,11 @@ func (s *httpServer) deleteTopic(_ http.ResponseWriter, r *http.Request, _ httpr
 		return nil, err
 	}
 	for _, reg := range s.db.FindRegistrations(CategoryChannel, topic, Wildcard) {
-		s.logger.Info("DB: removing channel", "topic", topic, "channel", reg.SubKey)
+		s.logf(slog.LevelInfo, "DB: removing channel(%s) from topic(%s)", reg.SubKey, topic)
 		s.db.RemoveRegistration(reg)
 	}
 	for _, reg := range s.db.FindRegistrations(CategoryTopic, topic, "") {
-		s.logger.Info("DB: removing topic", "topic", topic)
+		s.logf(slog.LevelInfo, "DB: removing topic(%s)", topic)
 		s.db.RemoveRegistration(reg)
 	}
 	return nil, nil
@@ -248,8 +228,9 @@ func (s *httpServer) createChannel(_ http.ResponseWriter, r *http.Request, _ htt
 	if err != nil {
 		return nil, err
 	}
-	s.logger.Info("DB: adding channel", "topic", topic, "channel", channel)
+	s.logf(slog.LevelInfo, "DB: adding channel(%s) in topic(%s)", channel, topic)
 	s.db.AddRegistration(Registration{CategoryChannel, topic, channel})
+	s.logf(slog.LevelInfo, "DB: adding topic(%s)", topic)
 	s.db.AddRegistration(Registration{CategoryTopic, topic, ""})
 	return nil, nil
 }
@@ -263,8 +244,8 @@ func (s *httpServer) deleteChannel(_ http.ResponseWriter, r *http.Request, _ htt
 	if len(regs) == 0 {
 		return nil, httpapi.Err{Code: http.StatusNotFound, Text: "CHANNEL_NOT_FOUND"}
 	}
+	s.logf(slog.LevelInfo, "DB: removing channel(%s) from topic(%s)", channel, topic)
 	for _, reg := range regs {
-		s.logger.Info("DB: removing channel", "topic", topic, "channel", channel)
 		s.db.RemoveRegistration(reg)
 	}
 	return nil, nil
@@ -287,7 +268,7 @@ func (s *httpServer) tombstoneTopicProducer(_ http.ResponseWriter, r *http.Reque
 	if err != nil {
 		return nil, err
 	}
-	s.logger.Info("DB: setting tombstone", "node", node, "topic", topic)
+	s.logf(slog.LevelInfo, "DB: setting tombstone for producer@%s of topic(%s)", node, topic)
 	s.db.TombstoneProducers(Registration{CategoryTopic, topic, ""}, func(p PeerInfo) bool {
 		return fmt.Sprintf("%s:%d", p.BroadcastAddress, p.HTTPPort) == node
 	}, time.Now())

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nsqgo/nsq/internal/logging"
 	"github.com/nsqgo/nsq/internal/names"
 	"github.com/nsqgo/nsq/internal/wire"
 )
@@ -47,20 +48,23 @@ var v1Commands = map[string]v1Command{
 	"UNREGISTER": (*protocolV1).unregister,
 }
 
-// handle runs one connection from its magic to its close.
+// handle runs one connection from its magic to its close, logging its
+// life as NSQ does.
 func (s *tcpServer) handle(conn net.Conn) {
 	defer conn.Close()
-	log := s.logger.With("client", conn.RemoteAddr().String())
+	addr := conn.RemoteAddr()
+	s.logf(slog.LevelInfo, "TCP: new client(%s)", addr)
 	var magic [len(wire.MagicV1)]byte
 	_ = conn.SetReadDeadline(time.Now().Add(handshakeTimeout))
 	if _, err := io.ReadFull(conn, magic[:]); err != nil {
-		log.Debug("TCP: failed to read protocol magic", "err", err)
+		s.logf(slog.LevelError, "failed to read protocol version - %s", err)
 		return
 	}
+	s.logf(slog.LevelInfo, "CLIENT(%s): desired protocol magic '%s'", addr, magic[:])
 	if string(magic[:]) != wire.MagicV1 {
-		log.Error("TCP: bad protocol magic", "magic", string(magic[:]))
 		_ = conn.SetWriteDeadline(time.Now().Add(writeTimeout))
 		_ = wire.WriteV1Response(conn, []byte("E_BAD_PROTOCOL"))
+		s.logf(slog.LevelError, "client(%s) bad protocol magic '%s'", addr, magic[:])
 		lingeringClose(conn)
 		return
 	}
@@ -70,53 +74,71 @@ func (s *tcpServer) handle(conn net.Conn) {
 		r:    bufio.NewReaderSize(conn, maxLineLength),
 		w:    bufio.NewWriterSize(conn, writeBufferSize),
 	}
-	s.proto.ioLoop(c, log)
+	err := s.proto.ioLoop(c)
+	if err != nil {
+		s.logf(slog.LevelError, "client(%s) - %s", addr, err)
+	}
+	if isClientErr(err) { // an error reply was sent: let the client read it
+		lingeringClose(conn)
+	}
 }
 
 // ioLoop reads commands until an error, then removes the peer's
-// registrations: a dropped nsqd produces nothing.
-func (p *protocolV1) ioLoop(c *clientV1, log *slog.Logger) {
-	linger := false // after a fatal error reply
+// registrations: a dropped nsqd produces nothing. It returns why the
+// connection ended, as NSQ's IOLoop does: the client error sent, or the
+// read (io.EOF when the peer closed) or write that failed.
+func (p *protocolV1) ioLoop(c *clientV1) error {
+	err := p.readLoop(c)
+	p.logf(slog.LevelInfo, "PROTOCOL(V1): [%s] exiting ioloop", c.id)
+	if c.peer != nil {
+		for _, r := range p.db.RemovePeer(c.peer) {
+			p.logf(slog.LevelInfo, "DB: client(%s) UNREGISTER category:%s key:%s subkey:%s", c.id, r.Category, r.Key, r.SubKey)
+		}
+	}
+	return err
+}
+
+func (p *protocolV1) readLoop(c *clientV1) error {
 	for {
 		_ = c.conn.SetReadDeadline(time.Now().Add(p.idleTimeout))
 		line, err := c.r.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			err = wire.NewFatalClientErr("E_INVALID", "command line longer than %d bytes", maxLineLength)
+			return p.sendError(c, err)
+		}
 		if err != nil {
-			if errors.Is(err, bufio.ErrBufferFull) {
-				ferr := wire.NewFatalClientErr("E_INVALID", "command line longer than %d bytes", maxLineLength)
-				log.Error("PROTOCOL(V1): " + ferr.Error())
-				_ = c.send([]byte(ferr.Error()))
-				linger = true
-			} else if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
-				log.Info("PROTOCOL(V1): read failed", "err", err)
-			}
-			break
+			return err
 		}
 		params := strings.Split(strings.TrimSpace(string(line)), " ")
 		resp, err := p.exec(c, params)
 		if err != nil {
-			if cause := errors.Unwrap(err); cause != nil {
-				log.Error("PROTOCOL(V1): "+err.Error(), "cause", cause)
-			} else {
-				log.Error("PROTOCOL(V1): " + err.Error())
-			}
-			_ = c.send([]byte(err.Error()))
-			linger = true
-			break
+			return p.sendError(c, err) // every error is fatal
 		}
 		if err := c.send(resp); err != nil {
-			log.Info("PROTOCOL(V1): write failed", "err", err)
-			break
+			return err
 		}
 	}
-	log.Info("PROTOCOL(V1): exiting ioloop")
-	if c.peer != nil {
-		for _, r := range p.db.RemovePeer(c.peer) {
-			log.Info("DB: UNREGISTER", "category", r.Category, "key", r.Key, "subkey", r.SubKey)
-		}
+}
+
+// sendError sends err to the client, logging it first as NSQ logs every
+// error it sends a client, and returns it.
+func (p *protocolV1) sendError(c *clientV1, err error) error {
+	parent := wire.ParentContext(err)
+	p.logf(slog.LevelError, "[%s] - %s%s", c.id, err, parent)
+	if sendErr := c.send([]byte(err.Error())); sendErr != nil {
+		p.logf(slog.LevelError, "[%s] - %s%s", c.id, sendErr, parent)
 	}
-	if linger {
-		lingeringClose(c.conn)
-	}
+	return err
+}
+
+func isClientErr(err error) bool {
+	var fatal *wire.FatalClientErr
+	return errors.As(err, &fatal)
+}
+
+// logf logs as NSQ's nsqlookupd does: the values in the message.
+func (p *protocolV1) logf(level slog.Level, format string, args ...any) {
+	logging.Logf(p.logger, level, format, args...)
 }
 
 // lingeringClose half-closes conn and discards what the peer still sends
@@ -153,7 +175,9 @@ var okReply = []byte("OK")
 func (p *protocolV1) ping(c *clientV1, _ []string) ([]byte, error) {
 	// A PING may come before IDENTIFY; then there is nobody to refresh.
 	if c.peer != nil {
-		c.peer.Touch(time.Now())
+		now := time.Now()
+		p.logf(slog.LevelInfo, "CLIENT(%s): pinged (last ping %s)", c.id, now.Sub(c.peer.LastUpdate()))
+		c.peer.Touch(now)
 	}
 	return okReply, nil
 }
@@ -165,7 +189,7 @@ func (p *protocolV1) identify(c *clientV1, _ []string) ([]byte, error) {
 	_ = c.conn.SetReadDeadline(time.Now().Add(bodyTimeout))
 	size, err := wire.ReadSize(c.r)
 	if err != nil {
-		return nil, fatalCause(err, "E_BAD_BODY", "IDENTIFY failed to read body size")
+		return nil, wire.NewFatalClientErr("E_BAD_BODY", "IDENTIFY failed to read body size").WithParent(err)
 	}
 	if size < 0 || size > maxIdentifyBody {
 		return nil, wire.NewFatalClientErr("E_BAD_BODY", "IDENTIFY invalid body size %d", size)
@@ -174,22 +198,20 @@ func (p *protocolV1) identify(c *clientV1, _ []string) ([]byte, error) {
 	// announces 1 MiB and sends nothing costs nothing.
 	var body bytes.Buffer
 	if _, err := io.CopyN(&body, c.r, int64(size)); err != nil {
-		return nil, fatalCause(err, "E_BAD_BODY", "IDENTIFY failed to read body")
+		return nil, wire.NewFatalClientErr("E_BAD_BODY", "IDENTIFY failed to read body").WithParent(err)
 	}
 	var info PeerInfo
 	if err := json.Unmarshal(body.Bytes(), &info); err != nil {
-		return nil, fatalCause(err, "E_BAD_BODY", "IDENTIFY failed to decode JSON body")
+		return nil, wire.NewFatalClientErr("E_BAD_BODY", "IDENTIFY failed to decode JSON body").WithParent(err)
 	}
 	info.RemoteAddress = c.conn.RemoteAddr().String()
 	if info.BroadcastAddress == "" || info.TCPPort == 0 || info.HTTPPort == 0 || info.Version == "" {
 		return nil, wire.NewFatalClientErr("E_BAD_BODY", "IDENTIFY missing fields")
 	}
 	c.peer = NewPeer(c.id, info, time.Now())
-	p.logger.Info("CLIENT: IDENTIFY", "client", c.id, "address", info.BroadcastAddress,
-		"tcp_port", info.TCPPort, "http_port", info.HTTPPort, "version", info.Version)
-	if p.db.AddProducer(Registration{CategoryClient, "", ""}, c.peer) {
-		p.logger.Info("DB: REGISTER", "client", c.id, "category", CategoryClient, "key", "", "subkey", "")
-	}
+	p.logf(slog.LevelInfo, "CLIENT(%s): IDENTIFY Address:%s TCP:%d HTTP:%d Version:%s",
+		c.id, info.BroadcastAddress, info.TCPPort, info.HTTPPort, info.Version)
+	p.add(c, Registration{CategoryClient, "", ""})
 	return p.identifyReply, nil
 }
 
@@ -210,7 +232,7 @@ func (p *protocolV1) register(c *clientV1, params []string) ([]byte, error) {
 
 func (p *protocolV1) add(c *clientV1, r Registration) {
 	if p.db.AddProducer(r, c.peer) {
-		p.logger.Info("DB: REGISTER", "client", c.id, "category", r.Category, "key", r.Key, "subkey", r.SubKey)
+		p.logf(slog.LevelInfo, "DB: client(%s) REGISTER category:%s key:%s subkey:%s", c.id, r.Category, r.Key, r.SubKey)
 	}
 }
 
@@ -230,8 +252,7 @@ func (p *protocolV1) unregister(c *clientV1, params []string) ([]byte, error) {
 	// nsqd unregisters channels first, so finding any is unusual.
 	for _, r := range p.db.FindRegistrations(CategoryChannel, topic, Wildcard) {
 		if removed, _ := p.db.RemoveProducer(r, c.id); removed {
-			p.logger.Warn("client unexpected UNREGISTER", "client", c.id,
-				"category", r.Category, "key", r.Key, "subkey", r.SubKey)
+			p.logf(slog.LevelWarn, "client(%s) unexpected UNREGISTER category:%s key:%s subkey:%s", c.id, r.Category, r.Key, r.SubKey)
 		}
 	}
 	p.remove(c, Registration{CategoryTopic, topic, ""})
@@ -243,7 +264,7 @@ func (p *protocolV1) unregister(c *clientV1, params []string) ([]byte, error) {
 func (p *protocolV1) remove(c *clientV1, r Registration) {
 	removed, left := p.db.RemoveProducer(r, c.id)
 	if removed {
-		p.logger.Info("DB: UNREGISTER", "client", c.id, "category", r.Category, "key", r.Key, "subkey", r.SubKey)
+		p.logf(slog.LevelInfo, "DB: client(%s) UNREGISTER category:%s key:%s subkey:%s", c.id, r.Category, r.Key, r.SubKey)
 	}
 	name := r.Key
 	if r.Category == CategoryChannel {
@@ -270,17 +291,4 @@ func topicChannel(cmd string, params []string) (topic, channel string, err error
 		return "", "", wire.NewFatalClientErr("E_BAD_CHANNEL", "%s channel name '%s' is not valid", cmd, channel)
 	}
 	return topic, channel, nil
-}
-
-// causeErr is a fatal client error that remembers what caused it, for the
-// log; the wire text is only the code and description.
-type causeErr struct {
-	*wire.FatalClientErr
-	cause error
-}
-
-func (e causeErr) Unwrap() error { return e.cause }
-
-func fatalCause(cause error, code, desc string) error {
-	return causeErr{&wire.FatalClientErr{Code: code, Desc: desc}, cause}
 }

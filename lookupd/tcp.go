@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/nsqgo/nsq/internal/logging"
 )
 
 // Limits of the TCP side, in one place. NSQ sets none of these; an nsqd that
@@ -66,7 +68,7 @@ func (s *tcpServer) serve(l net.Listener, wg *sync.WaitGroup) {
 				return
 			}
 			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-			s.logger.Warn("TCP: accept failed; retrying", "err", err, "in", backoff)
+			s.logf(slog.LevelWarn, "temporary Accept() failure - %s", err)
 			time.Sleep(backoff)
 			continue
 		}
@@ -82,6 +84,11 @@ func (s *tcpServer) serve(l net.Listener, wg *sync.WaitGroup) {
 			s.handle(conn)
 		}()
 	}
+}
+
+// logf logs as NSQ's nsqlookupd does: the values in the message.
+func (s *tcpServer) logf(level slog.Level, format string, args ...any) {
+	logging.Logf(s.logger, level, format, args...)
 }
 
 func (s *tcpServer) isClosing() bool {

@@ -217,6 +217,18 @@ func (w *mpubWalk) cut(b []byte) error {
 	return w.advance(b, nil)
 }
 
+// cutErr is the read error NSQ logs with a part the stream ended in, of
+// which have bytes had come: none if the body did not end early.
+func (w *mpubWalk) cutErr(have int) error {
+	switch {
+	case !w.eof:
+		return nil
+	case have == 0:
+		return io.EOF
+	}
+	return io.ErrUnexpectedEOF
+}
+
 // advance walks b, the body's first len(b) bytes, from where the last call
 // stopped, calling part (if not nil) for each whole part.
 func (w *mpubWalk) advance(b []byte, part func([]byte)) error {
@@ -224,7 +236,7 @@ func (w *mpubWalk) advance(b []byte, part func([]byte)) error {
 	if w.count == 0 {
 		if len(b) < 4 {
 			if complete {
-				return wire.NewFatalClientErr("E_BAD_BODY", "%s failed to read message count", w.cmd)
+				return wire.NewFatalClientErr("E_BAD_BODY", "%s failed to read message count", w.cmd).WithParent(w.cutErr(len(b)))
 			}
 			return nil
 		}
@@ -237,7 +249,7 @@ func (w *mpubWalk) advance(b []byte, part func([]byte)) error {
 	for ; w.i < w.count; w.i++ {
 		if len(b)-w.off < 4 {
 			if complete {
-				return wire.NewFatalClientErr("E_BAD_MESSAGE", "%s failed to read message(%d) body size", w.cmd, w.i)
+				return wire.NewFatalClientErr("E_BAD_MESSAGE", "%s failed to read message(%d) body size", w.cmd, w.i).WithParent(w.cutErr(len(b) - w.off))
 			}
 			return nil
 		}
@@ -256,7 +268,7 @@ func (w *mpubWalk) advance(b []byte, part func([]byte)) error {
 		}
 		if len(b)-w.off-4 < int(size) {
 			if complete {
-				return wire.NewFatalClientErr("E_BAD_MESSAGE", "%s failed to read message body", w.cmd)
+				return wire.NewFatalClientErr("E_BAD_MESSAGE", "%s failed to read message body", w.cmd).WithParent(w.cutErr(len(b) - w.off - 4))
 			}
 			return nil // the part has not arrived whole yet
 		}

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nsqgo/nsq/internal/logging"
 	"github.com/nsqgo/nsq/internal/pqueue"
 )
 
@@ -97,6 +98,11 @@ func channelBackendName(topic, channel string) string { return topic + ":" + cha
 
 // Name returns the channel name.
 func (ch *Channel) Name() string { return ch.name }
+
+// logf logs as NSQ's nsqd does: the values in the message.
+func (ch *Channel) logf(level slog.Level, format string, args ...any) {
+	logging.Logf(ch.log, level, format, args...)
+}
 
 // setSubsLocked replaces the subscriber list. The old slice is never
 // modified, so stats can read subsView without the lock.
@@ -391,13 +397,15 @@ func (ch *Channel) stop(deleted bool) (finish func() error) {
 // with respect to Subscribe: a client subscribing concurrently either gets
 // in first (and the channel stays) or finds it exiting and creates a new one.
 // It never leaves a subscriber on a deleted channel. When it reports true,
-// the caller must run finish, without locks held, to remove the files.
-func (ch *Channel) deleteIfIdle() (deleted bool, finish func() error) {
+// it has called deleting first, and the caller must run finish, without
+// locks held, to remove the files.
+func (ch *Channel) deleteIfIdle(deleting func()) (deleted bool, finish func() error) {
 	ch.mu.Lock()
 	defer ch.unlock()
 	if len(ch.subs) > 0 || ch.exiting {
 		return false, nil
 	}
+	deleting()
 	return true, ch.closeLocked(true)
 }
 
@@ -411,6 +419,11 @@ func (ch *Channel) closeLocked(deleted bool) (finish func() error) {
 		return func() error { return nil }
 	}
 	ch.exiting = true
+	if deleted {
+		ch.logf(slog.LevelInfo, "CHANNEL(%s): deleting", ch.name)
+	} else {
+		ch.logf(slog.LevelInfo, "CHANNEL(%s): closing", ch.name)
+	}
 	if ch.timer != nil {
 		ch.timer.Stop()
 	}
@@ -423,6 +436,7 @@ func (ch *Channel) closeLocked(deleted bool) (finish func() error) {
 		ch.q.idle.Wait()
 	}
 	pending := ch.q.takeMemLocked()
+	fromMem := len(pending)
 	for _, s := range ch.subs {
 		pending = append(pending, s.flight.takeAll()...)
 		s.inFlight.Store(0)
@@ -430,6 +444,10 @@ func (ch *Channel) closeLocked(deleted bool) (finish func() error) {
 	ch.forgetInFlightLocked()
 	deferred := ch.takeDeferredLocked()
 	ch.deferredCount.Store(0)
+	if fromFlight := len(pending) - fromMem; !deleted && len(pending)+len(deferred) > 0 {
+		ch.logf(slog.LevelInfo, "CHANNEL(%s): flushing %d memory %d in-flight %d deferred messages to backend",
+			ch.name, fromMem, fromFlight, len(deferred))
+	}
 	if deleted {
 		// Detached now, removed later: a channel of the same name created
 		// once the caller frees the name must not see or lose these files.
@@ -453,7 +471,9 @@ func (ch *Channel) closeLocked(deleted bool) (finish func() error) {
 		if !ch.ephemeral {
 			errs = append(errs, ch.q.write(pending), ch.saveDeferred(deferred))
 		}
-		if errors.Join(errs...) == nil {
+		if err := errors.Join(errs...); err != nil {
+			ch.logf(slog.LevelError, "failed to write message to backend - %s", err)
+		} else {
 			for _, h := range holds {
 				ch.q.releaseTicket(h)
 			}

@@ -3,6 +3,7 @@ package nsqd
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 )
 
 // How a channel's ready queue is filled (put) and emptied (nextLocked and
@@ -55,6 +56,7 @@ func (ch *Channel) put(msgs []*Message) error {
 		if ch.exiting {
 			return errChannelClosed
 		}
+		ch.logf(slog.LevelError, "CHANNEL(%s): failed to write message to backend - %s", ch.name, err)
 		return fmt.Errorf("channel %s/%s: %w", ch.topicName, ch.name, err)
 	}
 	ch.acceptLocked(msgs, now, false)
@@ -254,7 +256,7 @@ func (ch *Channel) resume() {
 }
 
 func (ch *Channel) logCorrupt(err error) {
-	ch.log.Error("skipping unreadable message", "topic", ch.topicName, "channel", ch.name, "err", err)
+	ch.logf(slog.LevelError, "failed to decode message - %s", err)
 }
 
 // spillIfIdle writes the channel's memory queue to disk when no subscriber
@@ -267,7 +269,7 @@ func (ch *Channel) spillIfIdle() int {
 	}
 	n, err := ch.q.spillLocked()
 	if err != nil {
-		ch.log.Error("spilling channel to disk", "topic", ch.topicName, "channel", ch.name, "err", err)
+		ch.logf(slog.LevelError, "CHANNEL(%s): failed to write message to backend - %s", ch.name, err)
 	}
 	return n
 }

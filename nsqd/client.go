@@ -2,6 +2,7 @@ package nsqd
 
 import (
 	"bufio"
+	"log/slog"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -115,10 +116,10 @@ func newClient(id int64, d clientDaemon, conn net.Conn) *client {
 func (c *client) ID() int64 { return c.id }
 
 // fail closes the connection after a write error; the reader then sees the
-// close and cleans up.
+// close and cleans up. NSQ's message pump logs its write errors so.
 func (c *client) fail(err error) {
 	if !c.closed.Load() {
-		c.d.logger().Debug("client write failed", "client", c.remoteAddr, "err", err)
+		c.logf(slog.LevelError, "PROTOCOL(V2): [%s] messagePump error - %s", c.remoteAddr, err)
 	}
 	c.close()
 }

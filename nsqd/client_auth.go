@@ -2,6 +2,7 @@ package nsqd
 
 import (
 	"encoding/json"
+	"log/slog"
 	"net"
 	"sync"
 	"time"
@@ -63,8 +64,8 @@ func (c *client) auth(_ [][]byte, body []byte) ([]byte, error) {
 	secret := string(body)
 	st, err := c.queryAuth(secret)
 	if err != nil {
-		c.d.logger().Warn("AUTH failed", "client", c.remoteAddr, "err", err)
-		return nil, wire.NewFatalClientErr("E_AUTH_FAILED", "AUTH failed")
+		c.logf(slog.LevelWarn, "PROTOCOL(V2): [%s] AUTH failed %s", c.remoteAddr, err)
+		return nil, wire.NewFatalClientErr("E_AUTH_FAILED", "AUTH failed").WithParent(err)
 	}
 	c.authz.set(secret, st)
 	if !st.HasAuthorizations() {
@@ -76,7 +77,7 @@ func (c *client) auth(_ [][]byte, body []byte) ([]byte, error) {
 		PermissionCount int    `json:"permission_count"`
 	}{st.Identity, st.IdentityURL, len(st.Authorizations)})
 	if err != nil {
-		return nil, wire.NewFatalClientErr("E_AUTH_ERROR", "AUTH error %s", err)
+		return nil, wire.NewFatalClientErr("E_AUTH_ERROR", "AUTH error %s", err).WithParent(err)
 	}
 	return resp, nil
 }
@@ -113,7 +114,7 @@ func (c *client) checkAuth(cmd, topic, channel string) error {
 		c.authz.mu.Unlock()
 		fresh, err := c.queryAuth(secret)
 		if err != nil {
-			c.d.logger().Warn("AUTH failed", "client", c.remoteAddr, "err", err)
+			c.logf(slog.LevelWarn, "PROTOCOL(V2): [%s] AUTH failed %s", c.remoteAddr, err)
 			return wire.NewFatalClientErr("E_AUTH_FAILED", "AUTH failed")
 		}
 		c.authz.set(secret, fresh)

@@ -3,6 +3,7 @@ package nsqd
 import (
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/nsqgo/nsq/internal/version"
@@ -12,6 +13,14 @@ import (
 // identifyRequest is the IDENTIFY body (docs/protocol.md#identify-fields);
 // unknown keys are ignored.
 type identifyRequest struct {
+	identifyV2
+	TopologyRegion string `json:"topology_region"`
+	TopologyZone   string `json:"topology_zone"`
+}
+
+// identifyV2 is NSQ v1.3.0's part of the IDENTIFY body: its log line
+// prints it with %+v, so its fields have NSQ's names, types and order.
+type identifyV2 struct {
 	ClientID            string `json:"client_id"`
 	Hostname            string `json:"hostname"`
 	HeartbeatInterval   int    `json:"heartbeat_interval"`
@@ -25,8 +34,6 @@ type identifyRequest struct {
 	SampleRate          int32  `json:"sample_rate"`
 	UserAgent           string `json:"user_agent"`
 	MsgTimeout          int    `json:"msg_timeout"`
-	TopologyRegion      string `json:"topology_region"`
-	TopologyZone        string `json:"topology_zone"`
 }
 
 type identifyResponse struct {
@@ -132,11 +139,13 @@ func validateIdentify(req *identifyRequest, o *clientLimits) (identifySettings, 
 func (c *client) identify(_ [][]byte, body []byte) ([]byte, error) {
 	var req identifyRequest
 	if err := json.Unmarshal(body, &req); err != nil {
-		return nil, wire.NewFatalClientErr("E_BAD_BODY", "IDENTIFY failed to decode JSON body")
+		return nil, wire.NewFatalClientErr("E_BAD_BODY", "IDENTIFY failed to decode JSON body").WithParent(err)
 	}
+	c.logf(slog.LevelDebug, "PROTOCOL(V2): [%s] %+v", c.remoteAddr, req.identifyV2)
+	c.logf(slog.LevelInfo, "[%s] IDENTIFY: %+v", c.remoteAddr, req.identifyV2)
 	s, err := validateIdentify(&req, c.lim)
 	if err != nil {
-		return nil, wire.NewFatalClientErr("E_BAD_BODY", "IDENTIFY %s", err)
+		return nil, wire.NewFatalClientErr("E_BAD_BODY", "IDENTIFY %s", err).WithParent(err)
 	}
 	if req.ClientID != "" {
 		c.clientID = req.ClientID
@@ -181,7 +190,7 @@ func (c *client) identify(_ [][]byte, body []byte) ([]byte, error) {
 		TopologyZone:        c.lim.TopologyZone,
 	})
 	if err != nil {
-		return nil, wire.NewFatalClientErr("E_IDENTIFY_FAILED", "IDENTIFY failed %s", err)
+		return nil, wire.NewFatalClientErr("E_IDENTIFY_FAILED", "IDENTIFY failed %s", err).WithParent(err)
 	}
 	if f.any() {
 		// the reply, then each upgrade and its OK (client_negotiate.go)

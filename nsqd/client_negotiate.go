@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/tls"
 	"io"
+	"log/slog"
 	"net"
 	"sync/atomic"
 	"time"
@@ -79,7 +80,7 @@ func (c *client) negotiate(reply []byte, f features) error {
 		return identifyFailed(err)
 	}
 	if f.tls {
-		c.d.logger().Debug("upgrading connection to TLS", "client", c.remoteAddr)
+		c.logf(slog.LevelInfo, "PROTOCOL(V2): [%s] upgrading connection to TLS", c.remoteAddr)
 		if err := c.upgradeTLSLocked(); err != nil {
 			return identifyFailed(err)
 		}
@@ -88,14 +89,14 @@ func (c *client) negotiate(reply []byte, f features) error {
 		}
 	}
 	if f.snappy {
-		c.d.logger().Debug("upgrading connection to snappy", "client", c.remoteAddr)
+		c.logf(slog.LevelInfo, "PROTOCOL(V2): [%s] upgrading connection to snappy", c.remoteAddr)
 		c.upgradeCompressionLocked(compressSnappy, &snappyReader{src: c.upgradeSource()}, &snappyWriter{dst: c.baseStream()})
 		if err := c.sendLocked(wire.FrameTypeResponse, wire.OK); err != nil {
 			return identifyFailed(err)
 		}
 	}
 	if f.deflate {
-		c.d.logger().Debug("upgrading connection to deflate", "client", c.remoteAddr, "level", f.deflateLevel)
+		c.logf(slog.LevelInfo, "PROTOCOL(V2): [%s] upgrading connection to deflate (level %d)", c.remoteAddr, f.deflateLevel)
 		c.upgradeCompressionLocked(compressDeflate, newDeflateReader(c.upgradeSource()), &deflateWriter{dst: c.baseStream(), level: f.deflateLevel})
 		if err := c.sendLocked(wire.FrameTypeResponse, wire.OK); err != nil {
 			return identifyFailed(err)
@@ -105,7 +106,7 @@ func (c *client) negotiate(reply []byte, f features) error {
 }
 
 func identifyFailed(err error) error {
-	return wire.NewFatalClientErr("E_IDENTIFY_FAILED", "IDENTIFY failed %s", err)
+	return wire.NewFatalClientErr("E_IDENTIFY_FAILED", "IDENTIFY failed %s", err).WithParent(err)
 }
 
 // upgradeTLSLocked runs the server handshake on the socket.

@@ -3,11 +3,15 @@ package nsqd
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
+	"fmt"
 	"io"
+	"log/slog"
 	"strconv"
 	"time"
 
+	"github.com/nsqgo/nsq/internal/logging"
 	"github.com/nsqgo/nsq/internal/wire"
 )
 
@@ -59,7 +63,8 @@ type commandSpec struct {
 	states    stateSet
 	minParams int // not counting the command name
 	paramsMsg string
-	// silentIn lists states in which the command is ignored (RDY after CLS).
+	// silentIn lists states in which the command is ignored, with a line
+	// in the log (RDY after CLS).
 	silentIn stateSet
 	check    func(c *client, params [][]byte) error
 	// auth is what the command needs permission for; NSQ asks before
@@ -113,37 +118,56 @@ func init() {
 	}
 }
 
-// ioLoop reads and executes commands until the connection ends.
-func (c *client) ioLoop() {
-	defer c.cleanup()
+// ioLoop reads and executes commands until the connection ends, and
+// returns why it ended when that is an error (NSQ's IOLoop result): a
+// fatal client error, or a failure to read a command or send a response.
+func (c *client) ioLoop() error {
+	err := c.readLoop()
+	c.logf(slog.LevelInfo, "PROTOCOL(V2): [%s] exiting ioloop", c.remoteAddr)
+	c.cleanup()
+	c.logf(slog.LevelInfo, "PROTOCOL(V2): [%s] exiting messagePump", c.remoteAddr)
+	return err
+}
+
+func (c *client) readLoop() error {
 	var paramBuf [maxParams + 1][]byte
 	for {
 		c.armReadDeadline()
 		line, err := c.reader.ReadSlice('\n')
 		if err != nil {
 			if errors.Is(err, bufio.ErrBufferFull) {
-				c.sendError(wire.NewFatalClientErr("E_INVALID", "command line too long (limit %d bytes)", readBufferSize))
-			} else if !errors.Is(err, io.EOF) && !c.closed.Load() {
-				c.d.logger().Debug("client read failed", "client", c.remoteAddr, "err", err)
+				ferr := wire.NewFatalClientErr("E_INVALID", "command line too long (limit %d bytes)", readBufferSize)
+				_ = c.sendError(ferr)
+				return ferr
 			}
-			return
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return fmt.Errorf("failed to read command - %w", err)
 		}
 		line = bytes.TrimSuffix(line[:len(line)-1], []byte{'\r'})
 		params := splitParams(line, paramBuf[:0])
+		if c.d.logger().Enabled(context.Background(), slog.LevelDebug) {
+			c.logf(slog.LevelDebug, "PROTOCOL(V2): [%s] %s", c.remoteAddr, params)
+		}
 		resp, err := c.exec(params)
 		if err != nil {
-			c.sendError(err)
-			if isFatalClientErr(err) || !isClientErr(err) {
-				return
+			if sendErr := c.sendError(err); sendErr != nil || isFatalClientErr(err) || !isClientErr(err) {
+				return err
 			}
 			continue
 		}
 		if resp != nil {
 			if err := c.sendFrame(wire.FrameTypeResponse, resp); err != nil {
-				return
+				return fmt.Errorf("failed to send response - %w", err)
 			}
 		}
 	}
+}
+
+// logf logs as NSQ's nsqd does: the values in the message.
+func (c *client) logf(level slog.Level, format string, args ...any) {
+	logging.Logf(c.d.logger(), level, format, args...)
 }
 
 // armReadDeadline gives the client two heartbeat intervals to send its
@@ -189,18 +213,20 @@ func splitParams(line []byte, out [][]byte) [][]byte {
 	return append(out, line)
 }
 
-func (c *client) sendError(err error) {
-	var text string
-	switch e := err.(type) {
-	case *wire.FatalClientErr:
-		text = e.Error()
-	case *wire.ClientErr:
-		text = e.Error()
-	default:
-		text = "E_INVALID " + err.Error()
+// sendError sends err to the client in an error frame, logging it first
+// as NSQ logs every error it sends a client, and the send's failure.
+func (c *client) sendError(err error) error {
+	text := err.Error()
+	if !isClientErr(err) && !isFatalClientErr(err) {
+		text = "E_INVALID " + text
 	}
-	c.d.logger().Debug("client error", "client", c.remoteAddr, "err", text)
-	_ = c.sendFrame(wire.FrameTypeError, []byte(text))
+	parent := wire.ParentContext(err)
+	c.logf(slog.LevelError, "[%s] - %s%s", c.remoteAddr, text, parent)
+	if sendErr := c.sendFrame(wire.FrameTypeError, []byte(text)); sendErr != nil {
+		c.logf(slog.LevelError, "[%s] - %s%s", c.remoteAddr, sendErr, parent)
+		return sendErr
+	}
+	return nil
 }
 
 // exec runs one command line through the table.
@@ -215,6 +241,7 @@ func (c *client) exec(params [][]byte) ([]byte, error) {
 	}
 	state := stateBit(c.state.Load())
 	if spec.silentIn&state != 0 {
+		c.logf(slog.LevelInfo, "PROTOCOL(V2): [%s] ignoring %s after CLS in state ClientStateV2Closing", c.remoteAddr, name)
 		return nil, nil
 	}
 	if spec.states&state == 0 {
@@ -250,7 +277,7 @@ func (c *client) exec(params [][]byte) ([]byte, error) {
 	}
 	resp, err := spec.run(c, params, body)
 	if err != nil && spec.runFailCode != "" && !isClientErr(err) && !isFatalClientErr(err) {
-		return nil, wire.NewClientErr(spec.runFailCode, "%s %s failed %s", name, params[1], err)
+		return nil, wire.NewClientErr(spec.runFailCode, "%s %s failed %s", name, params[1], err).WithParent(err)
 	}
 	return resp, err
 }
@@ -294,7 +321,7 @@ func (c *client) readSizedBody(spec *commandSpec) ([]byte, error) {
 	}
 	size, err := wire.ReadSize(c.reader)
 	if err != nil {
-		return nil, wire.NewFatalClientErr(code, "%s failed to read %s size", cmd, what)
+		return nil, wire.NewFatalClientErr(code, "%s failed to read %s size", cmd, what).WithParent(err)
 	}
 	if size <= 0 {
 		return nil, wire.NewFatalClientErr(code, "%s invalid %s size %d", cmd, what, size)
@@ -318,8 +345,11 @@ func (c *client) readSizedBody(spec *commandSpec) ([]byte, error) {
 	case errors.Is(err, errBodyBudget):
 		return nil, wire.NewFatalClientErr(spec.failCode, "%s failed: %s", cmd, err)
 	}
-	return nil, wire.NewFatalClientErr(code, "%s failed to read %s", cmd, what)
+	return nil, wire.NewFatalClientErr(code, "%s failed to read %s", cmd, what).WithParent(err)
 }
+
+// errBase10 is the parent NSQ logs for a number it cannot parse.
+var errBase10 = errors.New("failed to convert to Base10")
 
 func checkTopic(c *client, params [][]byte) error {
 	if !validName(string(params[1])) {
@@ -334,7 +364,7 @@ func checkDPUB(c *client, params [][]byte) error {
 	}
 	ms, err := strconv.ParseInt(string(params[2]), 10, 64)
 	if err != nil {
-		return wire.NewFatalClientErr("E_INVALID", "DPUB could not parse timeout %s", params[2])
+		return wire.NewFatalClientErr("E_INVALID", "DPUB could not parse timeout %s", params[2]).WithParent(errBase10)
 	}
 	max := c.lim.MaxDeferTimeout.Milliseconds()
 	if ms < 0 || ms > max {
@@ -360,7 +390,7 @@ func (c *client) ready(params [][]byte, _ []byte) ([]byte, error) {
 	if len(params) > 1 {
 		n, err := strconv.ParseInt(string(params[1]), 10, 64)
 		if err != nil {
-			return nil, wire.NewFatalClientErr("E_INVALID", "RDY could not parse count %s", params[1])
+			return nil, wire.NewFatalClientErr("E_INVALID", "RDY could not parse count %s", params[1]).WithParent(errBase10)
 		}
 		count = n
 	}
@@ -380,12 +410,13 @@ func (c *client) finish(params [][]byte, _ []byte) ([]byte, error) {
 func (c *client) requeue(params [][]byte, _ []byte) ([]byte, error) {
 	ms, err := strconv.ParseInt(string(params[2]), 10, 64)
 	if err != nil {
-		return nil, wire.NewFatalClientErr("E_INVALID", "REQ could not parse timeout %s", params[2])
+		return nil, wire.NewFatalClientErr("E_INVALID", "REQ could not parse timeout %s", params[2]).WithParent(errBase10)
 	}
 	delay := time.Duration(ms) * time.Millisecond
 	if limit := c.lim.MaxReqTimeout; delay > limit || delay < 0 {
 		clamped := min(max(delay, 0), limit)
-		c.d.logger().Debug("REQ timeout out of range, clamped", "client", c.remoteAddr, "requested", delay, "clamped", clamped)
+		c.logf(slog.LevelInfo, "PROTOCOL(V2): [%s] REQ timeout %d out of range 0-%d. Setting to %d",
+			c.remoteAddr, delay, limit, clamped)
 		delay = clamped
 	}
 	sub, _, _ := c.subscription()
@@ -424,7 +455,7 @@ func checkSUB(c *client, params [][]byte) error {
 func (c *client) subscribe(params [][]byte, _ []byte) ([]byte, error) {
 	topicName, channelName := string(params[1]), string(params[2])
 	if err := c.d.readyToSubscribe(topicName, channelName); err != nil {
-		return nil, wire.NewFatalClientErr("E_SUB_FAILED", "SUB failed %s", err)
+		return nil, wire.NewFatalClientErr("E_SUB_FAILED", "SUB failed %s", err).WithParent(err)
 	}
 	// An ephemeral channel (or topic) can be deleted between lookup and
 	// subscribe when its last client leaves; retry with it recreated. A
@@ -437,10 +468,10 @@ func (c *client) subscribe(params [][]byte, _ []byte) ([]byte, error) {
 		}
 		t, err := c.d.GetTopic(topicName)
 		if err != nil {
-			return nil, wire.NewFatalClientErr("E_SUB_FAILED", "SUB failed %s", err)
+			return nil, wire.NewFatalClientErr("E_SUB_FAILED", "SUB failed %s", err).WithParent(err)
 		}
 		if err := c.d.refuseNewChannel(t, channelName); err != nil {
-			return nil, wire.NewFatalClientErr("E_SUB_FAILED", "SUB failed %s", err)
+			return nil, wire.NewFatalClientErr("E_SUB_FAILED", "SUB failed %s", err).WithParent(err)
 		}
 		ch, err := t.GetChannel(channelName)
 		if err != nil {
@@ -493,7 +524,7 @@ func (c *client) publishOne(cmd, code, topicName string, body []byte, deferFor t
 
 func (c *client) publish(cmd, code, topicName string, bodies [][]byte, deferFor time.Duration) ([]byte, error) {
 	if err := c.d.publishTo(c.d.lifetime(), topicName, bodies, deferFor, publishSource{secret: c.authz.secretValue()}); err != nil {
-		return nil, wire.NewFatalClientErr(code, "%s failed %s", cmd, err)
+		return nil, wire.NewFatalClientErr(code, "%s failed %s", cmd, err).WithParent(err)
 	}
 	c.recordPub(topicName, len(bodies))
 	return wire.OK, nil

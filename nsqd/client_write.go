@@ -2,6 +2,8 @@ package nsqd
 
 import (
 	"bufio"
+	"context"
+	"log/slog"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -257,6 +259,9 @@ func (c *client) windowFull() bool {
 // larger than its free space straight through), never copying the body into
 // a buffer of its own.
 func (c *client) writeMessageLocked(m *outMsg) {
+	if c.d.logger().Enabled(context.Background(), slog.LevelDebug) {
+		c.logf(slog.LevelDebug, "PROTOCOL(V2): writing msg(%s) to client(%s) - %s", m.msg.ID[:], c.remoteAddr, m.body)
+	}
 	if _, err := c.writer.Write(m.hdr[:]); err != nil {
 		c.fail(err)
 		return

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -33,12 +34,14 @@ type httpServer struct {
 func newHTTPServer(n *NSQD) *http.Server {
 	s := &httpServer{n: n}
 	r := httpapi.NewRouter(n.log)
-	v1, text := httpapi.V1, httpapi.PlainText
+	// NSQ logs every request but the publishing ones (and profiling).
+	v1 := func(h httpapi.Handler) httprouter.Handle { return httpapi.Logged(n.log, httpapi.V1(h)) }
+	text := func(h httpapi.Handler) httprouter.Handle { return httpapi.Logged(n.log, httpapi.PlainText(h)) }
 
 	r.Handle("GET", "/ping", text(s.ping))
 	r.Handle("GET", "/info", v1(s.info))
-	r.Handle("POST", "/pub", v1(s.pub))
-	r.Handle("POST", "/mpub", v1(s.mpub))
+	r.Handle("POST", "/pub", httpapi.V1(s.pub))
+	r.Handle("POST", "/mpub", httpapi.V1(s.mpub))
 	r.Handle("GET", "/stats", v1(s.stats))
 	r.Handler("GET", "/metrics", n.metricsHandler())
 	// The calls that change or show a topic or channel: a replicated one's
@@ -84,6 +87,16 @@ func newHTTPServer(n *NSQD) *http.Server {
 func serveHTTP(srv *http.Server, l net.Listener) error { return httpapi.Serve(srv, l) }
 
 func apiErr(code int, text string) error { return httpapi.Err{Code: code, Text: text} }
+
+// query is httpapi.Query, logging a query it cannot parse as NSQ does.
+func (s *httpServer) query(r *http.Request) (url.Values, error) {
+	q, err := httpapi.Query(r)
+	if err != nil {
+		_, perr := url.ParseQuery(r.URL.RawQuery)
+		s.n.logf(slog.LevelError, "failed to parse request params - %s", perr)
+	}
+	return q, err
+}
 
 func (s *httpServer) ping(http.ResponseWriter, *http.Request, httprouter.Params) (any, error) {
 	if err := s.n.Health(); err != nil {
@@ -138,8 +151,8 @@ func topicName(q url.Values) (string, error) {
 }
 
 // queryTopic parses the query and validates its ?topic=.
-func queryTopic(r *http.Request) (url.Values, string, error) {
-	q, err := httpapi.Query(r)
+func (s *httpServer) queryTopic(r *http.Request) (url.Values, string, error) {
+	q, err := s.query(r)
 	if err != nil {
 		return nil, "", err
 	}
@@ -188,7 +201,7 @@ func (s *httpServer) pub(_ http.ResponseWriter, r *http.Request, _ httprouter.Pa
 	if len(body) == 0 {
 		return nil, apiErr(http.StatusBadRequest, "MSG_EMPTY")
 	}
-	q, name, err := queryTopic(r)
+	q, name, err := s.queryTopic(r)
 	if err != nil {
 		return nil, err
 	}
@@ -235,7 +248,7 @@ func (s *httpServer) mpub(_ http.ResponseWriter, r *http.Request, _ httprouter.P
 	if r.ContentLength > o.MaxBodySize {
 		return nil, apiErr(http.StatusRequestEntityTooLarge, "BODY_TOO_BIG")
 	}
-	q, name, err := queryTopic(r)
+	q, name, err := s.queryTopic(r)
 	if err != nil {
 		return nil, err
 	}
@@ -252,7 +265,7 @@ func (s *httpServer) mpub(_ http.ResponseWriter, r *http.Request, _ httprouter.P
 	if b, ok := httpapi.Param(q, "binary"); ok {
 		if binary, err = strconv.ParseBool(b); err != nil {
 			binary = true
-			s.n.log.Warn("deprecated value used for /mpub binary param, treating as binary", "value", b)
+			s.n.logf(slog.LevelWarn, "deprecated value '%s' used for /mpub binary param", b)
 		}
 	}
 	var bodies [][]byte
@@ -304,7 +317,7 @@ func splitTextMPUB(body []byte, maxMsg int64) ([][]byte, error) {
 }
 
 func (s *httpServer) stats(w http.ResponseWriter, r *http.Request, _ httprouter.Params) (any, error) {
-	q, err := httpapi.Query(r)
+	q, err := s.query(r)
 	if err != nil {
 		return nil, err
 	}
@@ -360,7 +373,7 @@ func boolParam(v string, def bool) bool {
 }
 
 func (s *httpServer) topicCreate(_ http.ResponseWriter, r *http.Request, _ httprouter.Params) (any, error) {
-	_, name, err := queryTopic(r)
+	_, name, err := s.queryTopic(r)
 	if err != nil {
 		return nil, err
 	}
@@ -372,7 +385,7 @@ func (s *httpServer) topicCreate(_ http.ResponseWriter, r *http.Request, _ httpr
 // delete and pause answer 404 for an invalid one); validate also checks
 // the name first (NSQ's empty).
 func (s *httpServer) existingTopic(r *http.Request, validate bool) (*Topic, error) {
-	q, err := httpapi.Query(r)
+	q, err := s.query(r)
 	if err != nil {
 		return nil, err
 	}
@@ -453,7 +466,7 @@ func (s *httpServer) pausableChannel(r *http.Request) (pausable, error) {
 
 // channelArgs validates topic and channel query parameters.
 func (s *httpServer) channelArgs(r *http.Request) (string, string, error) {
-	q, err := httpapi.Query(r)
+	q, err := s.query(r)
 	if err != nil {
 		return "", "", err
 	}

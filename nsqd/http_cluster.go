@@ -149,7 +149,8 @@ func (s *httpServer) createReplicated(r *http.Request) (any, bool, error) {
 	if replicas == "" || replicas == "1" {
 		return nil, s.n.isReplicated(topic), nil
 	}
-	if _, _, err := queryTopic(r); err != nil {
+	// A bad query or name is the ordinary create's to answer (and log).
+	if q, err := httpapi.Query(r); err != nil || !validName(q.Get("topic")) {
 		return nil, false, nil
 	}
 	n, perr := strconv.Atoi(replicas)

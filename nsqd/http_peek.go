@@ -20,7 +20,7 @@ func (s *httpServer) topicPeek(_ http.ResponseWriter, r *http.Request, _ httprou
 	if err := s.authorizePeek(r, t.name, ""); err != nil {
 		return nil, err
 	}
-	n, _, err := peekArgs(r, false)
+	n, _, err := s.peekArgs(r, false)
 	if err != nil {
 		return nil, err
 	}
@@ -35,7 +35,7 @@ func (s *httpServer) channelPeek(_ http.ResponseWriter, r *http.Request, _ httpr
 	if err := s.authorizePeek(r, ch.topicName, ch.name); err != nil {
 		return nil, err
 	}
-	n, from, err := peekArgs(r, true)
+	n, from, err := s.peekArgs(r, true)
 	if err != nil {
 		return nil, err
 	}
@@ -43,8 +43,8 @@ func (s *httpServer) channelPeek(_ http.ResponseWriter, r *http.Request, _ httpr
 }
 
 // peekArgs reads n (1…peekMax, default 10) and, for a channel, from.
-func peekArgs(r *http.Request, channel bool) (n int, from string, err error) {
-	q, err := httpapi.Query(r)
+func (s *httpServer) peekArgs(r *http.Request, channel bool) (n int, from string, err error) {
+	q, err := s.query(r)
 	if err != nil {
 		return 0, "", err
 	}

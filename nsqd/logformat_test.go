@@ -61,12 +61,12 @@ func TestLogFormat(t *testing.T) {
 					if !nsqLine.MatchString(line) {
 						t.Errorf("nsq line %q", line)
 					}
-					sawTopic = sawTopic || strings.HasSuffix(line, " INFO: topic created topic=logged")
+					sawTopic = sawTopic || strings.HasSuffix(line, " INFO: TOPIC(logged): created")
 				case "logfmt":
 					if !strings.HasPrefix(line, "[nsqd] time=") || !strings.Contains(line, " level=") {
 						t.Errorf("logfmt line %q", line)
 					}
-					sawTopic = sawTopic || strings.Contains(line, `msg="topic created" topic=logged`)
+					sawTopic = sawTopic || strings.Contains(line, ` level=INFO msg="TOPIC(logged): created"`)
 				case "json":
 					var rec map[string]any
 					if err := json.Unmarshal([]byte(line), &rec); err != nil {
@@ -75,7 +75,7 @@ func TestLogFormat(t *testing.T) {
 					if rec["time"] == nil || rec["level"] == nil || rec["msg"] == nil || rec["prefix"] != "nsqd" {
 						t.Errorf("record %v", rec)
 					}
-					sawTopic = sawTopic || (rec["msg"] == "topic created" && rec["topic"] == "logged")
+					sawTopic = sawTopic || rec["msg"] == "TOPIC(logged): created"
 				}
 			}
 			if !sawTopic {

@@ -221,7 +221,7 @@ func (n *NSQD) Start() error {
 		go func() {
 			defer n.wg.Done()
 			if err := serveHTTP(n.httpServer, n.httpListener); err != nil {
-				n.log.Error("http server", "err", err)
+				n.logf(slog.LevelError, "http.Serve() error - %s", err)
 			}
 		}()
 	}
@@ -232,7 +232,7 @@ func (n *NSQD) Start() error {
 		go func() {
 			defer n.wg.Done()
 			if err := serveHTTP(n.httpsServer, n.httpsListener); err != nil {
-				n.log.Error("https server", "err", err)
+				n.logf(slog.LevelError, "http.Serve() error - %s", err)
 			}
 		}()
 	}
@@ -328,6 +328,7 @@ func (n *NSQD) Shutdown(ctx context.Context) error {
 	n.wg.Wait()
 
 	if err := n.persistMetadata(); err != nil {
+		n.logf(slog.LevelError, "failed to persist metadata - %s", err)
 		errs = append(errs, err)
 	}
 	n.log.Info("NSQ: closing topics")
@@ -444,7 +445,7 @@ func (n *NSQD) getTopic(name string, notify bool) (*Topic, error) {
 	n.topics[name] = t
 	n.listTopicLocked(t)
 	n.mu.Unlock()
-	n.log.Info("topic created", "topic", name)
+	n.logf(slog.LevelInfo, "TOPIC(%s): created", name)
 	n.lookupRegister(name, "")
 	if starting {
 		n.precreateChannels(t)
@@ -483,7 +484,10 @@ func (n *NSQD) deleteTopic(name string, only *Topic) error {
 	n.unlistTopicLocked(t)
 	n.mu.Unlock()
 	err := finish()
-	n.log.Info("topic deleted", "topic", name)
+	// As NSQ: each channel leaves lookupd before its topic does.
+	for _, ch := range t.channelList() {
+		n.lookupUnregister(name, ch.name)
+	}
 	n.lookupUnregister(name, "")
 	if !t.ephemeral {
 		n.metadataChanged()
@@ -539,7 +543,7 @@ func (n *NSQD) unlistTopicLocked(t *Topic) {
 }
 
 func (n *NSQD) onChannelCreated(t *Topic, ch *Channel) {
-	n.log.Info("channel created", "topic", t.name, "channel", ch.name)
+	n.logf(slog.LevelInfo, "TOPIC(%s): new channel(%s)", t.name, ch.name)
 	if r := n.replicated(t.name); r != nil && !ch.ephemeral {
 		ch.obs.set(r)
 	}
@@ -550,7 +554,6 @@ func (n *NSQD) onChannelCreated(t *Topic, ch *Channel) {
 }
 
 func (n *NSQD) onChannelDeleted(t *Topic, ch *Channel) {
-	n.log.Info("channel deleted", "topic", t.name, "channel", ch.name)
 	n.lookupUnregister(t.name, ch.name)
 	if !ch.ephemeral && !t.ephemeral {
 		n.metadataChanged()
@@ -564,7 +567,7 @@ func (n *NSQD) onLastChannelGone(t *Topic) {
 		err = t.close(true)
 	}
 	if err != nil {
-		n.log.Error("deleting ephemeral topic", "topic", t.name, "err", err)
+		n.logf(slog.LevelError, "TOPIC(%s): deleting - %s", t.name, err)
 	}
 }
 
@@ -588,7 +591,7 @@ func (n *NSQD) persistLoop() {
 			return
 		case <-n.metaDirty:
 			if err := n.persistMetadata(); err != nil {
-				n.log.Error("persisting metadata", "err", err)
+				n.logf(slog.LevelError, "failed to persist metadata - %s", err)
 			}
 		}
 	}

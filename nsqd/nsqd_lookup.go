@@ -2,6 +2,7 @@ package nsqd
 
 import (
 	"context"
+	"log/slog"
 	"net/http"
 	"os"
 
@@ -111,21 +112,27 @@ func (n *NSQD) precreateChannels(t *Topic) {
 	}
 	addrs := n.lookup.HTTPAddresses()
 	if len(addrs) == 0 {
+		if len(n.lookup.Addresses()) > 0 {
+			n.logf(slog.LevelError, "no available nsqlookupd to query for channels to pre-create for topic %s", t.name)
+		}
 		return
+	}
+	for _, a := range addrs {
+		n.logf(slog.LevelInfo, "CI: querying nsqlookupd %s", lookuppeer.ChannelsURL(a, t.name))
 	}
 	ctx, cancel := context.WithTimeout(n.ctx, n.opts.HTTPClientRequestTimeout)
 	defer cancel()
 	client := &http.Client{Timeout: n.opts.HTTPClientRequestTimeout}
 	chans, err := lookuppeer.QueryChannels(ctx, client, addrs, t.name)
 	if err != nil {
-		n.log.Warn("querying lookupd for channels", "topic", t.name, "err", err)
+		n.logf(slog.LevelWarn, "failed to query nsqlookupd for channels to pre-create for topic %s - %s", t.name, err)
 	}
 	for _, c := range chans {
 		if names.IsEphemeral(c) || !names.Valid(c) {
 			continue
 		}
 		if _, err := t.GetChannel(c); err != nil {
-			n.log.Error("pre-creating channel", "topic", t.name, "channel", c, "err", err)
+			n.logf(slog.LevelError, "TOPIC(%s): failed to pre-create channel(%s) - %s", t.name, c, err)
 		}
 	}
 }

@@ -4,13 +4,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/nsqgo/nsq/internal/atomicfile"
 	"github.com/nsqgo/nsq/internal/diskqueue"
-
 	"github.com/nsqgo/nsq/internal/names"
 	"github.com/nsqgo/nsq/internal/version"
 )
@@ -160,8 +160,12 @@ func (n *NSQD) loadMetadata() error {
 		return err
 	}
 	for _, tm := range m.Topics {
-		if !names.Valid(tm.Name) || names.IsEphemeral(tm.Name) {
-			n.log.Warn("skipping topic from metadata", "topic", tm.Name)
+		if !names.Valid(tm.Name) {
+			n.logf(slog.LevelWarn, "skipping creation of invalid topic %s", tm.Name)
+			continue
+		}
+		if names.IsEphemeral(tm.Name) {
+			n.logf(slog.LevelWarn, "skipping creation of ephemeral topic %s", tm.Name)
 			continue
 		}
 		t, err := n.getTopic(tm.Name, false)
@@ -174,8 +178,12 @@ func (n *NSQD) loadMetadata() error {
 		// The backlog waits until every channel has its policy.
 		t.holdForStart()
 		for _, cm := range tm.Channels {
-			if !names.Valid(cm.Name) || names.IsEphemeral(cm.Name) {
-				n.log.Warn("skipping channel from metadata", "topic", tm.Name, "channel", cm.Name)
+			if !names.Valid(cm.Name) {
+				n.logf(slog.LevelWarn, "skipping creation of invalid channel %s", cm.Name)
+				continue
+			}
+			if names.IsEphemeral(cm.Name) {
+				n.logf(slog.LevelWarn, "skipping creation of ephemeral channel %s", cm.Name)
 				continue
 			}
 			ch, err := t.GetChannel(cm.Name)

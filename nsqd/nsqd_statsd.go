@@ -1,6 +1,8 @@
 package nsqd
 
 import (
+	"errors"
+	"log/slog"
 	"math"
 	"net"
 	"strconv"
@@ -23,6 +25,7 @@ func (n *NSQD) statsdLoop() {
 	ticker := time.NewTicker(o.StatsdInterval)
 	defer ticker.Stop()
 	var last statsdLast
+	defer n.logf(slog.LevelInfo, "STATSD: closing")
 	for {
 		select {
 		case <-n.ctx.Done():
@@ -37,9 +40,15 @@ func (n *NSQD) statsdLoop() {
 		}
 		last = statsdLines(c, n.Stats("", "", false), mem, last, o.StatsdExcludeEphemeral)
 		packets := c.Packets()
-		n.log.Debug("statsd: push", "addr", o.StatsdAddress, "datagrams", len(packets))
-		if err := statsd.Send(n.ctx, o.StatsdAddress, packets, o.StatsdInterval-time.Second); err != nil && n.ctx.Err() == nil {
-			n.log.Warn("statsd: push failed", "addr", o.StatsdAddress, "err", err)
+		n.logf(slog.LevelInfo, "STATSD: pushing stats to %s", o.StatsdAddress)
+		err := statsd.Send(n.ctx, o.StatsdAddress, packets, o.StatsdInterval-time.Second)
+		var oe *net.OpError
+		switch {
+		case err == nil || n.ctx.Err() != nil:
+		case errors.As(err, &oe) && oe.Op == "dial":
+			n.logf(slog.LevelError, "failed to create UDP socket to statsd(%s)", o.StatsdAddress)
+		default:
+			n.logf(slog.LevelWarn, "STATSD: push to %s failed - %s", o.StatsdAddress, err)
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nsqgo/nsq/internal/diskqueue"
+	"github.com/nsqgo/nsq/internal/logging"
 	"github.com/nsqgo/nsq/internal/names"
 )
 
@@ -86,6 +87,11 @@ func newTopic(name string, cfg *queueConfig, hooks topicHooks, e2eWindow time.Du
 
 // Name returns the topic name.
 func (t *Topic) Name() string { return t.name }
+
+// logf logs as NSQ's nsqd does: the values in the message.
+func (t *Topic) logf(level slog.Level, format string, args ...any) {
+	logging.Logf(t.log, level, format, args...)
+}
 
 // Put publishes msgs (already carrying IDs) to the topic. Fan-out to the
 // channels happens without the topic's lock, so a channel writing to a slow
@@ -176,6 +182,7 @@ func (t *Topic) fanOut(chans []*Channel, msgs []*Message) error {
 		}
 		needsDisk, err := ch.putWithoutDisk(batch)
 		if err != nil {
+			t.logPutFailed(ch, batch, err)
 			errs = append(errs, err)
 		}
 		if needsDisk {
@@ -187,6 +194,11 @@ func (t *Topic) fanOut(chans []*Channel, msgs []*Message) error {
 	if len(slow) > 0 {
 		slowErrs := make([]error, len(slow))
 		parallel(len(slow), func(i int) { slowErrs[i] = slow[i].ch.put(slow[i].batch) })
+		for i, err := range slowErrs {
+			if err != nil {
+				t.logPutFailed(slow[i].ch, slow[i].batch, err)
+			}
+		}
 		errs = append(errs, slowErrs...)
 	}
 	closed := false
@@ -206,6 +218,18 @@ func (t *Topic) fanOut(chans []*Channel, msgs []*Message) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// logPutFailed logs a channel's refusal of a batch, one line per message
+// as NSQ logs each, unless the channel is being closed or deleted (then
+// fanOut's caller hears errExiting, or nothing).
+func (t *Topic) logPutFailed(ch *Channel, batch []*Message, err error) {
+	if errors.Is(err, errChannelClosed) {
+		return
+	}
+	for _, m := range batch {
+		t.logf(slog.LevelError, "TOPIC(%s) ERROR: failed to put msg(%s) to channel(%s) - %s", t.name, m.ID[:], ch.name, err)
+	}
 }
 
 // addChannelLocked and removeChannelLocked record a change of t.channels
@@ -280,6 +304,7 @@ func (t *Topic) queue(msgs []*Message, capped bool) error {
 		}
 		err := t.q.writeLocked(toDisk)
 		if err != nil {
+			t.logf(slog.LevelError, "TOPIC(%s) ERROR: failed to write message to backend - %s", t.name, err)
 			return fmt.Errorf("topic %s: %w", t.name, err)
 		}
 	}
@@ -350,6 +375,7 @@ func (t *Topic) DeleteChannel(name string) error {
 		t.unlock()
 		return errChannelNotFound
 	}
+	t.logf(slog.LevelInfo, "TOPIC(%s): deleting channel %s", t.name, ch.name)
 	// Stopped (files detached) before the name is free: a channel created
 	// at once under this name must find none of these files, lose none.
 	finish := ch.stop(true)
@@ -400,7 +426,9 @@ func (t *Topic) onLastClient(ch *Channel) {
 		t.unlock()
 		return
 	}
-	deleted, finish := ch.deleteIfIdle()
+	deleted, finish := ch.deleteIfIdle(func() {
+		t.logf(slog.LevelInfo, "TOPIC(%s): deleting channel %s", t.name, ch.name)
+	})
 	if !deleted {
 		t.unlock()
 		return
@@ -409,7 +437,7 @@ func (t *Topic) onLastClient(ch *Channel) {
 	retired := t.retireIfEmptyLocked()
 	t.unlock()
 	if err := finish(); err != nil {
-		t.log.Error("deleting ephemeral channel", "topic", t.name, "channel", ch.name, "err", err)
+		t.logf(slog.LevelError, "TOPIC(%s): deleting channel %s - %s", t.name, ch.name, err)
 	}
 	if t.hooks.channelDeleted != nil {
 		t.hooks.channelDeleted(t, ch)
@@ -467,16 +495,23 @@ func (t *Topic) close(deleted bool) error { return t.stop(deleted)() }
 // channels have left their names when stop returns (renames), so the
 // daemon can stop a topic under the lock that frees its name.
 func (t *Topic) stop(deleted bool) (finish func() error) {
-	// An ephemeral topic is not in nsqd.dat and never comes back, so what its
-	// (non-ephemeral) channels would write to disk could only be orphaned.
-	deleted = deleted || t.ephemeral
 	t.mu.Lock()
 	if !t.exitLocked() {
 		t.unlock()
 		return func() error { return nil }
 	}
 	t.unlock()
+	if deleted {
+		t.logf(slog.LevelInfo, "TOPIC(%s): deleting", t.name)
+	} else {
+		t.logf(slog.LevelInfo, "TOPIC(%s): closing", t.name)
+	}
+	// An ephemeral topic is not in nsqd.dat and never comes back, so what its
+	// (non-ephemeral) channels would write to disk could only be orphaned.
+	deleted = deleted || t.ephemeral
 	t.moveWG.Wait()
+	// Nothing moves messages to the channels from here on.
+	t.logf(slog.LevelInfo, "TOPIC(%s): closing ... messagePump", t.name)
 
 	t.mu.Lock()
 	t.q.waitIdleLocked()
@@ -485,6 +520,9 @@ func (t *Topic) stop(deleted bool) (finish func() error) {
 		chans = append(chans, ch)
 	}
 	pending := t.q.takeMemLocked()
+	if len(pending) > 0 && !deleted {
+		t.logf(slog.LevelInfo, "TOPIC(%s): flushing %d memory messages to backend", t.name, len(pending))
+	}
 	var tomb diskqueue.Tombstone
 	var detachErr error
 	if deleted {
@@ -499,14 +537,23 @@ func (t *Topic) stop(deleted bool) (finish func() error) {
 	}
 	return func() error {
 		var errs []error
-		for _, finish := range finishes {
-			errs = append(errs, finish())
+		for i, finish := range finishes {
+			if err := finish(); err != nil {
+				if !deleted {
+					t.logf(slog.LevelError, "channel(%s) close - %s", chans[i].name, err)
+				}
+				errs = append(errs, err)
+			}
 		}
 		errs = append(errs, finishStored())
 		if deleted {
 			return errors.Join(append(errs, detachErr, tomb.Remove())...)
 		}
-		errs = append(errs, t.persistBacklog(pending), t.q.backend.Close())
+		if err := t.persistBacklog(pending); err != nil {
+			t.logf(slog.LevelError, "ERROR: failed to write message to backend - %s", err)
+			errs = append(errs, err)
+		}
+		errs = append(errs, t.q.backend.Close())
 		if err := errors.Join(errs...); err != nil {
 			return fmt.Errorf("topic %s: close: %w", t.name, err)
 		}
@@ -524,7 +571,7 @@ func (t *Topic) spillToDisk() int {
 	}
 	n, err := t.q.spillLocked()
 	if err != nil {
-		t.log.Error("spilling topic to disk", "topic", t.name, "err", err)
+		t.logf(slog.LevelError, "TOPIC(%s) ERROR: failed to write message to backend - %s", t.name, err)
 	}
 	return n
 }

@@ -2,6 +2,7 @@ package nsqd
 
 import (
 	"errors"
+	"log/slog"
 	"slices"
 	"sync"
 	"time"
@@ -218,7 +219,7 @@ func (b backlogBatch) giveBackLocked(t *Topic) {
 }
 
 func (t *Topic) logCorrupt(err error) {
-	t.log.Error("skipping unreadable message", "topic", t.name, "err", err)
+	t.logf(slog.LevelError, "failed to decode message - %s", err)
 }
 
 // parallel runs f(0) … f(n-1) side by side and waits for them all.

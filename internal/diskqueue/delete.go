@@ -63,6 +63,7 @@ func (q *Queue) Detach() (Tombstone, error) {
 	if q.closed {
 		return Tombstone{}, ErrClosed
 	}
+	q.logf(slog.LevelInfo, "DISKQUEUE(%s): deleting", q.name)
 	q.shutdown()
 	q.depth.Store(0)
 	q.holds.reset()

@@ -1,6 +1,9 @@
 package diskqueue
 
-import "fmt"
+import (
+	"fmt"
+	"log/slog"
+)
 
 // Held reads. A consumer that must not lose a record before it is done
 // with it (nsqd with --mem-queue-size=0: a message leaves the disk only
@@ -169,13 +172,13 @@ func (q *Queue) trimLocked() error {
 	}
 	var err error
 	if err = q.syncLocked(); err != nil {
+		q.logSyncErr(err)
 		err = fmt.Errorf("diskqueue %s: sync: %w", q.name, err)
 		q.setErr(err)
-		q.log.Error("diskqueue sync failed", "queue", q.name, "err", err)
 	}
 	for n := q.tailNum; n < num; n++ {
 		if rerr := removeFile(q.segPath(n)); rerr != nil {
-			q.log.Error("diskqueue cannot remove read segment", "queue", q.name, "err", rerr)
+			q.logf(slog.LevelError, "DISKQUEUE(%s) failed to Remove(%s) - %s", q.name, q.segPath(n), rerr)
 		}
 	}
 	q.tailNum = num

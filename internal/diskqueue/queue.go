@@ -25,6 +25,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/nsqgo/nsq/internal/logging"
 )
 
 // Options configures a Queue. Zero values get the defaults noted.
@@ -299,6 +301,7 @@ func (q *Queue) close() error {
 	if q.closed {
 		return ErrClosed
 	}
+	q.logf(slog.LevelInfo, "DISKQUEUE(%s): closing", q.name)
 	err := q.syncLocked()
 	q.shutdown()
 	if err != nil {
@@ -317,6 +320,7 @@ func (q *Queue) Empty() error {
 	if q.closed {
 		return ErrClosed
 	}
+	q.logf(slog.LevelInfo, "DISKQUEUE(%s): emptying", q.name)
 	from := q.tailNum // segments kept for held records go too
 	q.marked, q.markReads = false, 0
 	q.holds.reset()
@@ -352,6 +356,11 @@ func (q *Queue) shutdown() {
 	q.stopTimer()
 	q.closeReader()
 	q.closeWriter()
+}
+
+// logf logs as go-diskqueue does: the values in the message.
+func (q *Queue) logf(level slog.Level, format string, args ...any) {
+	logging.Logf(q.log, level, format, args...)
 }
 
 func removeFile(path string) error {

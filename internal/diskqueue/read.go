@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"sync"
 )
@@ -166,6 +167,7 @@ func (q *Queue) openReader() error {
 		q.skipReadSegment()
 		return errSkipped
 	}
+	q.logf(slog.LevelInfo, "DISKQUEUE(%s): readOne() opened %s", q.name, path)
 	if q.readPos > 0 {
 		if _, err := f.Seek(q.readPos, io.SeekStart); err != nil {
 			f.Close()
@@ -182,15 +184,15 @@ func (q *Queue) setAside(reason string) {
 	q.closeReader()
 	path := q.segPath(q.readNum)
 	dst := badPath(path)
+	q.logf(slog.LevelError, "DISKQUEUE(%s) reading at %d of %s - %s", q.name, q.readPos, path, reason)
+	q.logf(slog.LevelWarn, "DISKQUEUE(%s) jump to next file and saving bad file as %s", q.name, dst)
 	if err := os.Rename(path, dst); err != nil {
-		q.log.Error("diskqueue cannot rename corrupt segment", "queue", q.name, "segment", path, "err", err)
+		q.logf(slog.LevelError, "DISKQUEUE(%s) failed to rename bad diskqueue file %s to %s", q.name, path, dst)
 	}
 	q.bad.Add(1)
-	q.log.Error("diskqueue corrupt segment set aside", "queue", q.name,
-		"segment", path, "renamed", dst, "offset", q.readPos, "reason", reason)
 	q.skipReadSegment()
 	if err := q.syncLocked(); err != nil {
-		q.log.Error("diskqueue sync failed", "queue", q.name, "err", err)
+		q.logSyncErr(err)
 	}
 }
 
@@ -224,9 +226,12 @@ func (q *Queue) advanceRead() {
 // and make depth agree with the positions (it can only disagree after
 // records were lost to a corrupt segment).
 func (q *Queue) drained() {
-	if d := q.depth.Load(); d != 0 {
-		q.log.Warn("diskqueue depth disagrees with positions at the tail, resetting to 0",
-			"queue", q.name, "depth", d)
+	switch d := q.depth.Load(); {
+	case d < 0:
+		q.logf(slog.LevelError, "DISKQUEUE(%s) negative depth at tail (%d), metadata corruption, resetting 0...", q.name, d)
+		q.depth.Store(0)
+	case d > 0:
+		q.logf(slog.LevelError, "DISKQUEUE(%s) positive depth at tail (%d), data loss, resetting 0...", q.name, d)
 		q.depth.Store(0)
 	}
 	if !q.giveBack() {
@@ -306,7 +311,7 @@ func (q *Queue) giveBack() bool {
 	}
 	q.writeFailed = false
 	if err := removeFile(q.segPath(old)); err != nil {
-		q.log.Error("diskqueue cannot remove drained segment", "queue", q.name, "err", err)
+		q.logf(slog.LevelError, "DISKQUEUE(%s) failed to Remove(%s) - %s", q.name, q.segPath(old), err)
 	}
 	q.armTimer()
 	return true

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"log/slog"
 	"os"
 	"sync"
 )
@@ -48,8 +49,7 @@ func (q *Queue) recover() error {
 		q.persisted = unreadableMeta
 	case errors.Is(err, os.ErrNotExist):
 	default:
-		q.log.Warn("diskqueue metadata unreadable, rescanning all segments",
-			"queue", q.name, "file", q.metaFile, "err", err)
+		q.logf(slog.LevelError, "DISKQUEUE(%s) failed to retrieveMetaData - %s", q.name, err)
 		q.persisted = unreadableMeta
 	}
 

@@ -2,6 +2,7 @@ package diskqueue
 
 import (
 	"fmt"
+	"log/slog"
 	"os"
 	"syscall"
 )
@@ -69,7 +70,7 @@ func (q *Queue) backgroundSync() {
 }
 
 func (q *Queue) logSyncErr(err error) {
-	q.log.Error("diskqueue sync failed", "queue", q.name, "err", err)
+	q.logf(slog.LevelError, "DISKQUEUE(%s) failed to sync - %s", q.name, err)
 }
 
 // noteOps counts n operations toward SyncEvery: a sync is then due (the

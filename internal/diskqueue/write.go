@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"log/slog"
 	"os"
 	"sync"
 )
@@ -156,8 +157,8 @@ func (q *Queue) openWriter() error {
 			if err != nil {
 				return err
 			}
-			q.log.Warn("diskqueue write segment holds unknown data, starting a new one",
-				"queue", q.name, "segment", path, "size", size, "writePos", q.writePos, "records", res.count)
+			q.logf(slog.LevelWarn, "DISKQUEUE(%s) %s metadata writePos %d < file size of %d, skipping to new file",
+				q.name, path, q.writePos, size)
 			q.depth.Add(res.count)
 			if q.readNum == q.writeNum {
 				q.closeReader()
@@ -187,6 +188,7 @@ func (q *Queue) openWriter() error {
 			return err
 		}
 		q.writeFile = f
+		q.logf(slog.LevelInfo, "DISKQUEUE(%s): writeOne() opened %s", q.name, path)
 		return nil
 	}
 }

@@ -6,7 +6,6 @@ package httpapi
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -14,6 +13,8 @@ import (
 	"time"
 
 	"github.com/julienschmidt/httprouter"
+
+	"github.com/nsqgo/nsq/internal/logging"
 )
 
 // Err is an API error: Code is the HTTP status, Text the NSQ message token.
@@ -118,24 +119,63 @@ func RespondV1(w http.ResponseWriter, code int, data any) {
 }
 
 // NewRouter returns a router whose 404, 405 and panic answers are NSQ's
-// (docs/protocol.md#http-router). As NSQ's, it redirects a path that
-// differs from a route by a trailing slash or by case (/stats/, /STATS) to
-// the route: 301 for GET, 307 for other methods (httprouter's answers).
+// (docs/protocol.md#http-router), each logged as Logged logs a request. As
+// NSQ's, it redirects a path that differs from a route by a trailing slash
+// or by case (/stats/, /STATS) to the route: 301 for GET, 307 for other
+// methods (httprouter's answers), and does not log the redirect.
 func NewRouter(logger *slog.Logger) *httprouter.Router {
 	r := httprouter.New()
 	r.HandleMethodNotAllowed = true
-	r.NotFound = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		RespondV1(w, http.StatusNotFound, Err{http.StatusNotFound, "NOT_FOUND"})
-	})
-	r.MethodNotAllowed = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		RespondV1(w, http.StatusMethodNotAllowed, Err{http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED"})
-	})
+	r.NotFound = handlerOf(Logged(logger, answer(Err{http.StatusNotFound, "NOT_FOUND"})))
+	r.MethodNotAllowed = handlerOf(Logged(logger, answer(Err{http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED"})))
+	internalError := Logged(logger, answer(Err{http.StatusInternalServerError, "INTERNAL_ERROR"}))
 	r.PanicHandler = func(w http.ResponseWriter, req *http.Request, p any) {
-		logger.Error("http handler panic", "path", req.URL.Path, "panic", fmt.Sprint(p))
-		RespondV1(w, http.StatusInternalServerError, Err{http.StatusInternalServerError, "INTERNAL_ERROR"})
+		logging.Logf(logger, slog.LevelError, "panic in HTTP handler - %s", p)
+		internalError(w, req, nil)
 	}
 	return r
 }
+
+// answer always answers e.
+func answer(e Err) httprouter.Handle {
+	return func(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) { RespondV1(w, e.Code, e) }
+}
+
+func handlerOf(h httprouter.Handle) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h(w, r, nil) })
+}
+
+// Logged logs each request h answers at info level, as NSQ's daemons do:
+//
+//	200 GET /ping (127.0.0.1:50002) 12.345µs
+//
+// the status, method, URI, the client's address and the time h took.
+func Logged(logger *slog.Logger, h httprouter.Handle) httprouter.Handle {
+	return func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+		if !logger.Enabled(r.Context(), slog.LevelInfo) {
+			h(w, r, ps)
+			return
+		}
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		h(sw, r, ps)
+		logging.Logf(logger, slog.LevelInfo, "%d %s %s (%s) %s", sw.status, r.Method, r.URL.RequestURI(), r.RemoteAddr, time.Since(start))
+	}
+}
+
+// statusWriter remembers the status a handler answered.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	w.status = code
+	w.ResponseWriter.WriteHeader(code)
+}
+
+// Unwrap gives http.ResponseController the connection's writer.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // Limits of the daemons' HTTP servers. NSQ sets none, which lets a slow
 // client hold a connection and its buffers forever

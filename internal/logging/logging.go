@@ -116,3 +116,14 @@ func (p *prefixWriter) Write(b []byte) (int, error) {
 	}
 	return len(b), nil
 }
+
+// Logf logs fmt.Sprintf(format, args...) at level, formatting only when
+// the level is enabled. NSQ's lines carry their values in the message, and
+// the nsq format must write them so: no attributes after it.
+func Logf(l *slog.Logger, level slog.Level, format string, args ...any) {
+	ctx := context.Background()
+	if !l.Enabled(ctx, level) {
+		return
+	}
+	l.Log(ctx, level, fmt.Sprintf(format, args...))
+}

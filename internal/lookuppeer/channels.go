@@ -67,12 +67,18 @@ func QueryChannels(ctx context.Context, client *http.Client, httpAddrs []string,
 	return out, errors.Join(errs...)
 }
 
-func queryOne(ctx context.Context, client *http.Client, addr, topic string) ([]string, error) {
+// ChannelsURL is the /channels query of topic at the lookupd addr (an
+// HTTP address, host:port, or a URL without a path).
+func ChannelsURL(addr, topic string) string {
 	endpoint := addr
 	if !strings.Contains(endpoint, "://") {
 		endpoint = "http://" + endpoint
 	}
-	endpoint += "/channels?topic=" + url.QueryEscape(topic)
+	return endpoint + "/channels?topic=" + url.QueryEscape(topic)
+}
+
+func queryOne(ctx context.Context, client *http.Client, addr, topic string) ([]string, error) {
+	endpoint := ChannelsURL(addr, topic)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, endpoint, nil)
 	if err != nil {
 		return nil, fmt.Errorf("lookupd %s: %w", addr, err)

@@ -52,7 +52,7 @@ func (c *conn) read() ([]byte, error) {
 		return nil, fmt.Errorf("read reply: %w", err)
 	}
 	if bytes.HasPrefix(data, []byte("E_")) {
-		return nil, fmt.Errorf("%w: %s", errLookupd, data)
+		return nil, &replyErr{data}
 	}
 	return data, nil
 }
@@ -81,13 +81,9 @@ func (c *conn) identify(body []byte) ([]byte, error) {
 	b = binary.BigEndian.AppendUint32(b, uint32(len(body)))
 	b = append(b, body...)
 	if err := c.write(b); err != nil {
-		return nil, fmt.Errorf("IDENTIFY: %w", err)
+		return nil, err
 	}
-	resp, err := c.read()
-	if err != nil {
-		return nil, fmt.Errorf("IDENTIFY: %w", err)
-	}
-	return resp, nil
+	return c.read()
 }
 
 // command sends "NAME topic [channel]" and expects OK.
@@ -101,21 +97,21 @@ func (c *conn) command(name string, r Registration) error {
 	}
 	b = append(b, '\n')
 	c.buf = b
-	return c.expectOK(b, name+" "+r.Topic+" "+r.Channel)
+	return c.expectOK(b)
 }
 
-func (c *conn) ping() error { return c.expectOK([]byte("PING\n"), "PING") }
+func (c *conn) ping() error { return c.expectOK([]byte("PING\n")) }
 
-func (c *conn) expectOK(line []byte, what string) error {
+func (c *conn) expectOK(line []byte) error {
 	if err := c.write(line); err != nil {
-		return fmt.Errorf("%s: %w", what, err)
+		return err
 	}
 	resp, err := c.read()
 	if err != nil {
-		return fmt.Errorf("%s: %w", what, err)
+		return err
 	}
 	if string(resp) != "OK" {
-		return fmt.Errorf("%s: unexpected reply %q", what, resp)
+		return fmt.Errorf("unexpected reply %q", resp)
 	}
 	return nil
 }

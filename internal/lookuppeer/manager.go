@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/nsqgo/nsq/internal/logging"
 )
 
 // Identity is what nsqd announces in IDENTIFY.
@@ -120,6 +122,7 @@ func (m *Manager) SetAddresses(addrs []string) {
 	}
 	for addr, p := range m.peers {
 		if !want[addr] {
+			logging.Logf(m.logger, slog.LevelInfo, "LOOKUP(%s): removing peer", addr)
 			p.cancel()
 			stopped = append(stopped, p)
 			delete(m.peers, addr)
@@ -127,6 +130,7 @@ func (m *Manager) SetAddresses(addrs []string) {
 	}
 	for _, addr := range order {
 		if m.peers[addr] == nil {
+			logging.Logf(m.logger, slog.LevelInfo, "LOOKUP(%s): adding peer", addr)
 			m.peers[addr] = m.startPeerLocked(addr)
 		}
 	}
@@ -162,7 +166,7 @@ func (m *Manager) SetIdentity(id Identity) {
 
 // startPeerLocked starts a peer goroutine for addr. mu held on entry.
 func (m *Manager) startPeerLocked(addr string) *peer {
-	p := newPeer(addr, m.config(), m.logger.With("lookupd", addr))
+	p := newPeer(addr, m.config(), m.logger)
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
@@ -246,4 +250,5 @@ func (m *Manager) Close() {
 	m.order = nil
 	m.mu.Unlock()
 	m.wg.Wait()
+	logging.Logf(m.logger, slog.LevelInfo, "LOOKUP: closing")
 }

@@ -4,12 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net"
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/nsqgo/nsq/internal/logging"
 )
 
 // peerConfig is what a peer needs from its manager, copied at creation so
@@ -130,10 +131,10 @@ func (p *peer) run() {
 		if p.ctx.Err() != nil {
 			return
 		}
+		p.logFailure(err)
 		if identified {
 			backoff = p.cfg.minBackoff
 		}
-		p.logger.Warn("LOOKUPD: connection lost; reconnecting", "err", err, "in", backoff)
 		t := time.NewTimer(backoff)
 		select {
 		case <-t.C:
@@ -147,13 +148,65 @@ func (p *peer) run() {
 	}
 }
 
+// logf logs as NSQ's nsqd logs its lookup loop: the values in the message.
+func (p *peer) logf(level slog.Level, format string, args ...any) {
+	logging.Logf(p.logger, level, format, args...)
+}
+
+// logFailure logs why a session ended in NSQ's words: the command that
+// failed and its error, or an IDENTIFY reply that is not a peer's info.
+func (p *peer) logFailure(err error) {
+	var se *stepErr
+	if !errors.As(err, &se) {
+		p.logf(slog.LevelError, "LOOKUPD(%s): %s", p.addr, err)
+		return
+	}
+	var reply *replyErr
+	switch {
+	case se.step == "IDENTIFY" && errors.As(se.err, &reply) && string(reply.reply) == "E_INVALID":
+		p.logf(slog.LevelInfo, "LOOKUPD(%s): lookupd returned %s", p.addr, reply.reply)
+	case se.step == "IDENTIFY" && errors.As(se.err, &reply):
+		p.logf(slog.LevelError, "LOOKUPD(%s): parsing response - %s", p.addr, reply.reply)
+	default:
+		p.logf(slog.LevelError, "LOOKUPD(%s): %s - %s", p.addr, se.step, se.err)
+	}
+}
+
+// stepErr is a session's end at a command: step is the command as NSQ
+// writes it in its log ("IDENTIFY", "PING", "REGISTER topic channel").
+type stepErr struct {
+	step string
+	err  error
+}
+
+func (e *stepErr) Error() string { return e.step + " - " + e.err.Error() }
+func (e *stepErr) Unwrap() error { return e.err }
+
+// String is the command as NSQ writes it: "REGISTER topic [channel]".
+func (c command) String() string {
+	if c.reg.Channel == "" {
+		return c.name + " " + c.reg.Topic
+	}
+	return c.name + " " + c.reg.Topic + " " + c.reg.Channel
+}
+
+// branch is what NSQ calls a change in its log line: a channel's or a
+// topic's.
+func (c command) branch() string {
+	if c.reg.Channel == "" {
+		return "topic"
+	}
+	return "channel"
+}
+
 // session runs one connection: IDENTIFY, re-register everything, then PING
 // and forward queued commands until an error or cancellation.
 func (p *peer) session() (identified bool, err error) {
+	p.logf(slog.LevelInfo, "LOOKUP connecting to %s", p.addr)
 	d := net.Dialer{Timeout: p.cfg.dialTimeout}
 	nc, err := d.DialContext(p.ctx, "tcp", p.addr)
 	if err != nil {
-		return false, fmt.Errorf("dial: %w", err)
+		return false, err
 	}
 	// Cancellation closes the connection, so a Close never waits for a
 	// long re-registration to finish.
@@ -167,19 +220,19 @@ func (p *peer) session() (identified bool, err error) {
 	}
 	resp, err := c.identify(p.cfg.identify)
 	if err != nil {
-		return false, err
+		return false, &stepErr{"IDENTIFY", err}
 	}
 	p.learnHTTPAddress(resp)
 	identified = true
 
 	p.beginSession()
-	regs := p.cfg.snapshot()
-	for _, r := range regs {
-		if err := c.command("REGISTER", r); err != nil {
-			return true, err
+	for _, r := range p.cfg.snapshot() {
+		cmd := command{"REGISTER", r}
+		p.logf(slog.LevelInfo, "LOOKUPD(%s): %s", p.addr, cmd)
+		if err := c.command(cmd.name, cmd.reg); err != nil {
+			return true, &stepErr{cmd.String(), err}
 		}
 	}
-	p.logger.Info("LOOKUPD: registered", "registrations", len(regs))
 
 	ping := time.NewTicker(p.cfg.pingInterval)
 	defer ping.Stop()
@@ -197,26 +250,29 @@ func (p *peer) session() (identified bool, err error) {
 				return true, err
 			}
 		case <-ping.C:
+			p.logf(slog.LevelDebug, "LOOKUPD(%s): sending heartbeat", p.addr)
 			if err := c.ping(); err != nil {
-				return true, err
+				return true, &stepErr{"PING", err}
 			}
 		case <-p.wake:
 			for _, cmd := range p.takeQueue() {
+				p.logf(slog.LevelInfo, "LOOKUPD(%s): %s %s", p.addr, cmd.branch(), cmd)
 				if err := c.command(cmd.name, cmd.reg); err != nil {
-					return true, err
+					return true, &stepErr{cmd.String(), err}
 				}
 			}
 		}
 	}
 }
 
-// identifyReply is the part of lookupd's IDENTIFY answer nsqd uses.
+// identifyReply is the part of lookupd's IDENTIFY answer nsqd uses. Its
+// first four fields are NSQ's peerInfo, in its order: the "peer info" line
+// prints them with %+v.
 type identifyReply struct {
-	BroadcastAddress string `json:"broadcast_address"`
-	HTTPPort         int    `json:"http_port"`
 	TCPPort          int    `json:"tcp_port"`
+	HTTPPort         int    `json:"http_port"`
 	Version          string `json:"version"`
-	Hostname         string `json:"hostname"`
+	BroadcastAddress string `json:"broadcast_address"`
 }
 
 func (p *peer) learnHTTPAddress(resp []byte) {
@@ -224,17 +280,22 @@ func (p *peer) learnHTTPAddress(resp []byte) {
 	if err := json.Unmarshal(resp, &info); err != nil {
 		// An old lookupd may answer OK; there is then no HTTP address
 		// to learn, but registration works.
-		p.logger.Warn("LOOKUPD: IDENTIFY reply is not JSON", "reply", string(resp))
+		p.logf(slog.LevelError, "LOOKUPD(%s): parsing response - %s", p.addr, resp)
 		return
 	}
-	p.logger.Info("LOOKUPD: peer info", "broadcast_address", info.BroadcastAddress,
-		"tcp_port", info.TCPPort, "http_port", info.HTTPPort, "version", info.Version)
-	if info.BroadcastAddress == "" || info.HTTPPort <= 0 {
-		p.logger.Error("LOOKUPD: no broadcast address or HTTP port in IDENTIFY reply")
+	p.logf(slog.LevelInfo, "LOOKUPD(%s): peer info %+v", p.addr, info)
+	if info.BroadcastAddress == "" {
+		p.logf(slog.LevelError, "LOOKUPD(%s): no broadcast address", p.addr)
+		return
+	}
+	if info.HTTPPort <= 0 {
+		p.logf(slog.LevelError, "LOOKUPD(%s): no HTTP port", p.addr)
 		return
 	}
 	p.setHTTPAddress(net.JoinHostPort(info.BroadcastAddress, strconv.Itoa(info.HTTPPort)))
 }
 
-// errLookupd is an error reply from lookupd; lookupd closes after it.
-var errLookupd = errors.New("lookupd error reply")
+// replyErr is an error reply from lookupd; lookupd closes after it.
+type replyErr struct{ reply []byte }
+
+func (e *replyErr) Error() string { return "lookupd error reply: " + string(e.reply) }

@@ -82,18 +82,34 @@ func ReadSize(r io.Reader) (int32, error) {
 type ClientErr struct {
 	Code string
 	Desc string
+	// Parent is what caused the error, for the log only: the client is
+	// sent Code and Desc.
+	Parent error
 }
 
 func (e *ClientErr) Error() string { return e.Code + " " + e.Desc }
 
+// WithParent sets the error's Parent and returns it.
+func (e *ClientErr) WithParent(parent error) *ClientErr {
+	e.Parent = parent
+	return e
+}
+
 // FatalClientErr is sent and then the connection is closed. It is a separate
 // type, not a flag, so a handler cannot forget to say which one it meant.
 type FatalClientErr struct {
-	Code string
-	Desc string
+	Code   string
+	Desc   string
+	Parent error // as ClientErr's
 }
 
 func (e *FatalClientErr) Error() string { return e.Code + " " + e.Desc }
+
+// WithParent sets the error's Parent and returns it.
+func (e *FatalClientErr) WithParent(parent error) *FatalClientErr {
+	e.Parent = parent
+	return e
+}
 
 // NewClientErr builds a non-fatal error with a formatted description.
 func NewClientErr(code, format string, args ...any) *ClientErr {
@@ -103,4 +119,21 @@ func NewClientErr(code, format string, args ...any) *ClientErr {
 // NewFatalClientErr builds a fatal error with a formatted description.
 func NewFatalClientErr(code, format string, args ...any) *FatalClientErr {
 	return &FatalClientErr{Code: code, Desc: fmt.Sprintf(format, args...)}
+}
+
+// ParentContext is what NSQ's log line of an error sent to a client adds
+// to the error's text: " - " and the parent's text, or nothing when err is
+// not a client error or has no parent.
+func ParentContext(err error) string {
+	var parent error
+	switch e := err.(type) {
+	case *ClientErr:
+		parent = e.Parent
+	case *FatalClientErr:
+		parent = e.Parent
+	}
+	if parent == nil {
+		return ""
+	}
+	return " - " + parent.Error()
 }

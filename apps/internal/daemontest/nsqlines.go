@@ -1,7 +1,6 @@
 package daemontest
 
 import (
-	"bufio"
 	"encoding/json"
 	"net"
 	"os"
@@ -9,7 +8,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -38,42 +36,28 @@ func FreeAddr(t *testing.T) string {
 // it exited.
 func StderrLines(t *testing.T, cmd *exec.Cmd, listening int) (lines []string, listened bool, err error) {
 	t.Helper()
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
+	return runLogged(t, cmd, listening, nil)
+}
+
+// runLogged is StderrLines with drive called, if not nil, once the
+// daemon listens and before it is stopped.
+func runLogged(t *testing.T, cmd *exec.Cmd, listening int, drive func(p *LogProcess)) (lines []string, listened bool, err error) {
+	t.Helper()
+	const timeout = 15 * time.Second
+	p := StartLogProcess(t, cmd)
+	listened = p.AwaitCount(listening, listeningLine, timeout)
+	if listened && drive != nil {
+		drive(p)
 	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+	wait := p.Wait
+	if listened {
+		wait = p.Stop
 	}
-	t.Cleanup(func() { _ = cmd.Process.Kill() })
-	out := make(chan string, 100)
-	go func() {
-		defer close(out)
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			out <- sc.Text()
-		}
-	}()
-	timeout := time.After(15 * time.Second)
-	for seen := 0; ; {
-		select {
-		case line, ok := <-out:
-			if !ok {
-				return lines, listened, cmd.Wait()
-			}
-			lines = append(lines, line)
-			if strings.Contains(line, ": listening on ") {
-				if seen++; seen == listening {
-					listened = true
-					if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-						t.Fatalf("%s: SIGTERM: %v", cmd.Path, err)
-					}
-				}
-			}
-		case <-timeout:
-			t.Fatalf("%s did not start and stop within 15 s; stderr:\n%s", cmd.Path, strings.Join(lines, "\n"))
-		}
+	lines, exited, err := wait(timeout)
+	if !exited {
+		t.Fatalf("%s did not start and stop within %s; err %v, stderr:\n%s", cmd.Path, timeout, err, strings.Join(lines, "\n"))
 	}
+	return lines, listened, err
 }
 
 // nsqLine is a line of NSQ's log format: prefix, local time to the
@@ -100,36 +84,40 @@ func withoutTime(line string) (l, msg string, ok bool) {
 // prefix and once with --log-prefix. Every line of ours must be in NSQ's
 // format, the first (the version) must be NSQ's first, and each line
 // NSQ's writes must be one of ours, byte for byte apart from the
-// timestamp, unless its message is in notOurs (with the reason ours does
-// not write it).
+// timestamp, unless its message matches a key of notOurs, a regular
+// expression (with the reason ours does not write it).
 func MatchNSQ(t *testing.T, name string, ours func(args ...string) *exec.Cmd, args func() []string, listening int, notOurs map[string]string) {
 	t.Helper()
 	for _, extra := range [][]string{nil, {"--log-prefix=[" + name + "-a] "}} {
-		theirs, mine := runBoth(t, name, ours, func() []string { return append(args(), extra...) }, listening)
-		matchLines(t, name, theirs, mine, notOurs)
+		theirs, mine, _ := runBoth(t, name, ours, func() []string { return append(args(), extra...) }, listening, nil)
+		matchLines(t, name, theirs, mine, notOurs, nil)
 	}
 }
 
-// matchLines compares the lines of NSQ's name and ours as MatchNSQ says.
-func matchLines(t *testing.T, name string, theirs, mine []string, notOurs map[string]string) {
+// matchLines compares the lines of NSQ's name and ours as MatchNSQ says,
+// each line after normalise if it is not nil.
+func matchLines(t *testing.T, name string, theirs, mine []string, notOurs map[string]string, normalise func(string) string) {
 	t.Helper()
+	if normalise == nil {
+		normalise = func(s string) string { return s }
+	}
 	have := map[string]bool{}
 	for _, line := range mine {
-		l, _, ok := withoutTime(line)
+		l, _, ok := withoutTime(normalise(line))
 		if !ok {
 			t.Errorf("our %s wrote a line not in NSQ's format: %q", name, line)
 		}
 		have[l] = true
 	}
 	for i, line := range theirs {
-		l, msg, ok := withoutTime(line)
+		l, msg, ok := withoutTime(normalise(line))
 		if !ok {
 			t.Fatalf("NSQ's %s wrote a line this test cannot read: %q", name, line)
 		}
 		if first, _, _ := withoutTime(mine[0]); i == 0 && first != l {
 			t.Errorf("our %s's first line is %q, NSQ's %q", name, mine[0], line)
 		}
-		if _, skip := notOurs[msg]; !have[l] && !skip {
+		if !have[l] && !skipped(notOurs, msg) {
 			t.Errorf("NSQ's %s wrote %q; ours did not", name, line)
 		}
 	}
@@ -174,28 +162,91 @@ func CheckLogFormatConfig(t *testing.T, name string, format func(args []string) 
 	}
 }
 
+// skipped reports whether msg is one of notOurs: each key is a regular
+// expression that the whole message matches.
+func skipped(notOurs map[string]string, msg string) bool {
+	for re := range notOurs {
+		if regexp.MustCompile("^(?:" + re + ")$").MatchString(msg) {
+			return true
+		}
+	}
+	return false
+}
+
 // runBoth returns the stderr lines of NSQ's name and of ours, run one after
 // the other with the same arguments. The runs start again with new
 // arguments when a daemon cannot listen (a free port taken meanwhile) or
 // NSQ's dies of the SIGTERM: it subscribes to it only once started.
-func runBoth(t *testing.T, name string, ours func(args ...string) *exec.Cmd, args func() []string, listening int) (theirs, mine []string) {
+func runBoth(t *testing.T, name string, ours func(args ...string) *exec.Cmd, args func() []string, listening int,
+	drive func(t *testing.T, p *LogProcess, args []string)) (theirs, mine, used []string) {
 	t.Helper()
 	bin := filepath.Join(ReferenceBin(t, name), name)
 	for attempt := 1; ; attempt++ {
 		a := args()
-		theirs, listened, err := StderrLines(t, exec.Command(bin, a...), listening)
+		var driveIt func(p *LogProcess)
+		if drive != nil {
+			driveIt = func(p *LogProcess) { drive(t, p, a) }
+		}
+		theirs, listened, err := runLogged(t, exec.Command(bin, a...), listening, driveIt)
 		if listened && err == nil {
-			mine, listened, err = StderrLines(t, ours(a...), listening)
+			mine, listened, err = runLogged(t, ours(a...), listening, driveIt)
 			if listened {
 				if err != nil {
 					t.Errorf("our %s after SIGTERM: %v, want exit 0", name, err)
 				}
-				return theirs, mine
+				return theirs, mine, a
 			}
 		}
 		if attempt == 5 {
 			t.Fatalf("%s did not listen and exit cleanly after SIGTERM in 5 attempts; last: %v, stderr:\n%s\nNSQ's:\n%s",
 				name, err, strings.Join(mine, "\n"), strings.Join(theirs, "\n"))
 		}
+	}
+}
+
+// MatchNSQEvents is MatchNSQ, with the default prefix only, for the lines a
+// daemon writes while drive makes it serve clients: drive runs once each
+// daemon listens, with its log and its arguments, and waits
+// (LogProcess.Await) for the lines its steps cause before it returns, so
+// that none is lost to the shutdown. Lines are compared after a port that
+// is none of the arguments' becomes PORT (a client's port differs between
+// the runs), message IDs become MSGID and the durations NSQ's lines
+// measure become DURATION.
+func MatchNSQEvents(t *testing.T, name string, ours func(args ...string) *exec.Cmd, args func() []string, listening int,
+	drive func(t *testing.T, p *LogProcess, args []string), notOurs map[string]string) {
+	t.Helper()
+	theirs, mine, used := runBoth(t, name, ours, args, listening, drive)
+	matchLines(t, name, theirs, mine, notOurs, eventNormaliser(used))
+}
+
+var (
+	loopbackPort = regexp.MustCompile(`127\.0\.0\.1:(\d+)`)
+	// An HTTP request line ("200 GET /ping (127.0.0.1:PORT) 12.3µs") and
+	// lookupd's "pinged (last ping 15.0s)" end in a measured duration.
+	requestDuration = regexp.MustCompile(`(: \d{3} [A-Z]+ \S+ \([^)]*\)) [0-9.]+[a-zµ]+$`)
+	pingDuration    = regexp.MustCompile(`\(last ping [^)]*\)$`)
+	// A message ID is made of the time it was published.
+	messageID = regexp.MustCompile(`\b[0-9a-f]{16}\b`)
+)
+
+// eventNormaliser returns the normalisation MatchNSQEvents describes for a
+// run with args.
+func eventNormaliser(args []string) func(string) string {
+	listening := map[string]bool{}
+	for _, a := range args {
+		for _, m := range loopbackPort.FindAllStringSubmatch(a, -1) {
+			listening[m[1]] = true
+		}
+	}
+	return func(line string) string {
+		line = loopbackPort.ReplaceAllStringFunc(line, func(addr string) string {
+			if port := addr[len("127.0.0.1:"):]; listening[port] {
+				return addr
+			}
+			return "127.0.0.1:PORT"
+		})
+		line = requestDuration.ReplaceAllString(line, "$1 DURATION")
+		line = messageID.ReplaceAllString(line, "MSGID")
+		return pingDuration.ReplaceAllString(line, "(last ping DURATION)")
 	}
 }

@@ -33,6 +33,7 @@ var scenarios = []scenario{
 	{"burt", burt},
 	{"stats", stats},
 	{"idle", idle},
+	{"latency", latency},
 }
 
 const (

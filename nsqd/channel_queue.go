@@ -59,6 +59,7 @@ func (ch *Channel) put(msgs []*Message) error {
 	}
 	ch.acceptLocked(msgs, now, false)
 	ch.fillAllLocked()
+	ch.sendLocked() // dropping may release the lock for disk I/O
 	ch.q.dropOldestLocked(ch.q.policy())
 	return nil
 }

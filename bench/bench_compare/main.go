@@ -10,7 +10,7 @@
 // scenario checks that exactly the messages published arrived: a mismatch
 // ends the run with an error.
 //
-// Scenarios (--scenarios, comma separated):
+// Scenarios (--scenarios, comma separated; latency runs only when named):
 //
 //	pubsub  --pub-conns connections MPUB 200 × 200 B for --pub-duration
 //	        (--mem-queue-size=1000000), then --sub-conns readers with
@@ -114,7 +114,7 @@ func defaultConfig() config {
 	return config{
 		nsqName:               "NSQ v1.3.0",
 		rounds:                5,
-		scenarios:             scenarioNames(),
+		scenarios:             defaultScenarios(),
 		pubConns:              2,
 		subConns:              2,
 		pubDuration:           5 * time.Second,
@@ -149,6 +149,18 @@ func scenarioNames() []string {
 	return names
 }
 
+// defaultScenarios are the scenarios run when --scenarios is not given:
+// all but the optional ones.
+func defaultScenarios() []string {
+	var names []string
+	for _, s := range scenarios {
+		if !s.optional {
+			names = append(names, s.name)
+		}
+	}
+	return names
+}
+
 func main() {
 	log.SetPrefix("[bench_compare] ")
 	log.SetFlags(0)
@@ -173,7 +185,7 @@ func bindFlags(fs *flag.FlagSet, c *config) {
 	fs.StringVar(&c.nsqDir, "nsq", "", "folder holding NSQ v1.3.0's nsqd (empty: run ours only)")
 	fs.StringVar(&c.nsqName, "nsq-name", c.nsqName, "column name of the --nsq daemon (to compare two builds of ours, say which)")
 	fs.IntVar(&c.rounds, "rounds", c.rounds, "rounds of every scenario")
-	fs.Func("scenarios", "comma-separated scenarios (default "+strings.Join(c.scenarios, ",")+")", func(s string) error {
+	fs.Func("scenarios", "comma-separated scenarios (default "+strings.Join(c.scenarios, ",")+"; also latency)", func(s string) error {
 		c.scenarios = strings.Split(s, ",")
 		return nil
 	})

@@ -93,6 +93,8 @@ bench: build
 
 # NSQ v1.3.0's nsqd and ours side by side, started in turn, ROUNDS rounds of
 # SCENARIOS; BENCH_COMPARE_FLAGS passes more flags (see bench/bench_compare).
+# SCENARIOS=latency runs the end-to-end latency scenario (about 2.5 minutes
+# a round), which the default list leaves out.
 ROUNDS    ?= 5
 SCENARIOS ?= pubsub,disk,replicated,fanout,burt,stats,idle
 BENCH_COMPARE_FLAGS ?=

@@ -64,6 +64,7 @@ type Channel struct {
 	deferredPQ     pqueue.Queue[*Message] // by due time
 	spill          deferredSpill          // deferred beyond the memory budget
 	subs           []*Subscription
+	sends          []Consumer // Deliver asked for Send at unlock
 	rr             int
 	exiting        bool
 	timer          clockTimer
@@ -158,13 +159,14 @@ func (ch *Channel) settleLocked() {
 	}
 }
 
-// unlock settles, then releases ch.mu. Every critical section of the
-// channel ends with it.
+// unlock settles, starts the writers of the consumers it delivered to,
+// then releases ch.mu. Every critical section of the channel ends with it.
 //
 // What the critical section left for after the lock is done here: held
 // records to release, and a disk read it claimed (nextLocked).
 func (ch *Channel) unlock() {
 	ch.settleLocked()
+	ch.sendLocked()
 	releases := ch.releases
 	ch.releases = nil
 	read := ch.readClaimed
@@ -180,6 +182,17 @@ func (ch *Channel) unlock() {
 		// released: a reader that stopped for it may go on now.
 		ch.resume()
 	}
+}
+
+// sendLocked has the consumers that were delivered to in this critical
+// section start sending: each sends everything delivered to it here at
+// once.
+func (ch *Channel) sendLocked() {
+	for i, c := range ch.sends {
+		c.Send()
+		ch.sends[i] = nil
+	}
+	ch.sends = ch.sends[:0]
 }
 
 // readySubLocked picks, round-robin, a subscriber with room in its window.
@@ -235,7 +248,9 @@ func (ch *Channel) deliverLocked(m *Message, s *Subscription, now int64) {
 	if s.locality != localityNone {
 		ch.topo.count(s.locality)
 	}
-	s.consumer.Deliver(m)
+	if s.consumer.Deliver(m) {
+		ch.sends = append(ch.sends, s.consumer)
+	}
 }
 
 // fillLocked delivers queued messages to s while its window allows.

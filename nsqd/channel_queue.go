@@ -61,7 +61,7 @@ func (ch *Channel) put(msgs []*Message) error {
 	}
 	ch.acceptLocked(msgs, now, false)
 	ch.fillAllLocked()
-	ch.q.dropOldestLocked(ch.q.policy())
+	ch.dropOldestLocked()
 	return nil
 }
 
@@ -89,8 +89,16 @@ func (ch *Channel) putInMemoryLocked(msgs []*Message, now int64) bool {
 		return false // deferred ones go to disk too (put)
 	}
 	ch.acceptLocked(msgs, now, true)
-	ch.q.dropOldestLocked(ch.q.policy())
+	ch.dropOldestLocked()
 	return true
+}
+
+// dropOldestLocked applies a drop-oldest cap after a put. The consumers
+// delivered to so far start sending first: dropping from the disk releases
+// the lock for the I/O.
+func (ch *Channel) dropOldestLocked() {
+	ch.sendLocked()
+	ch.q.dropOldestLocked(ch.q.policy())
 }
 
 // putFromBacklog is put for a topic's backlog. When storing fails, it

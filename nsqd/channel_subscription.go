@@ -10,8 +10,15 @@ import (
 type Consumer interface {
 	ID() int64
 	// Deliver queues an in-flight message for sending. It is called with the
-	// channel's lock held, so it must not block.
-	Deliver(m *Message)
+	// channel's lock held, so it must not block. It reports whether the
+	// consumer wants Send once the channel's deliveries of this critical
+	// section are done.
+	Deliver(m *Message) (send bool)
+	// Send starts sending what Deliver queued. The channel calls it, its
+	// lock still held, at the end of the critical section that delivered,
+	// so that a batch delivered at once goes out in one write; it must
+	// not block.
+	Send()
 	// Close disconnects the consumer because its channel is going away (as
 	// NSQ does, so clients reconnect and resubscribe). It is called with the
 	// channel's lock held, so it must not block.

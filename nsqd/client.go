@@ -72,8 +72,7 @@ type client struct {
 	outMu   sync.Mutex
 	outHead *outChunk
 	outTail *outChunk
-	writing bool
-	pace    flushPacer // busy connections' flushes (client_write.go)
+	writing bool // a writer runs, or Deliver has asked for Send
 
 	heartbeat    *time.Timer // guarded by writeMu
 	heartbeatGen uint64      // guarded by writeMu; numbers the timers

@@ -17,6 +17,12 @@ import (
 // goroutine writes them through the connection's fixed-size buffered
 // writer and flushes once the outbox is empty, so a burst goes out in as
 // few syscalls as the buffer allows and an idle connection has no writer.
+// The channel starts the writer (Send) when its critical section has
+// delivered everything it had for the client, so a batch delivered at once
+// is one write; nothing waits on a timer, so the last frame of a burst
+// goes out as soon as it is written. (NSQ holds frames up to the client's
+// output_buffer_timeout, 250 ms by default, which is where its latency at
+// low rates comes from.)
 //
 // Every write syscall gets its own deadline (stallConn): the deadline bounds
 // how long the client may stall, not how long a large batch takes to send
@@ -55,9 +61,10 @@ type outChunk struct {
 
 var outChunkPool = sync.Pool{New: func() any { return new(outChunk) }}
 
-// Deliver implements Consumer: queue m and make sure a writer runs. It is
-// called with the channel's lock held, so it only copies what it needs.
-func (c *client) Deliver(m *Message) {
+// Deliver implements Consumer: queue m, and ask for Send when no writer
+// runs or is due to start. It is called with the channel's lock held, so
+// it only copies what it needs.
+func (c *client) Deliver(m *Message) (send bool) {
 	c.messageCount.Add(1)
 	c.outMu.Lock()
 	tail := c.outTail
@@ -74,19 +81,14 @@ func (c *client) Deliver(m *Message) {
 	tail.n++
 	encodeMessageFrame(&om.hdr, m)
 	om.body, om.msg, om.deliveredAt = m.Body, m, m.deliveredAt
-	c.pace.queued++
-	start := !c.writing
+	send = !c.writing
 	c.writing = true
-	wake := c.pace.holding && c.pace.queued >= outChunkLen
-	holding := c.pace.holding
 	c.outMu.Unlock()
-	switch {
-	case start:
-		go c.writeOutbox()
-	case wake || holding && c.windowFull():
-		c.pace.wakeWriter()
-	}
+	return send
 }
+
+// Send implements Consumer: start the writer that Deliver asked for.
+func (c *client) Send() { go c.writeOutbox() }
 
 // encodeMessageFrame fills hdr with the frame size, the message frame type
 // and m's header; the body follows on the wire.
@@ -97,32 +99,21 @@ func encodeMessageFrame(hdr *[frameHeaderLen]byte, m *Message) {
 	m.encodeHeader((*[messageHeaderLen]byte)(hdr[8:]))
 }
 
-// writeOutbox sends queued messages and flushes once the outbox is empty,
-// or, on a busy connection, somewhat later (flushPacer). The chunks it has
-// written wait in written until the flush, which tells their messages when
-// they were sent.
+// writeOutbox writes what is queued, then what was queued meanwhile, and
+// flushes when it finds the outbox empty: frames queued while it writes
+// share its writes (so a burst costs as few syscalls as the buffer
+// allows), and the last frame is flushed as soon as it is written. The
+// chunks it has written wait in written until the flush, which tells
+// their messages when they were sent.
 func (c *client) writeOutbox() {
 	c.writeMu.Lock()
 	defer c.writeMu.Unlock()
 	var written outList
-	held := false
 	for {
 		c.outMu.Lock()
-		c.pace.holding = false
 		head := c.outHead
-		c.outHead, c.outTail, c.pace.queued = nil, nil, 0
+		c.outHead, c.outTail = nil, nil
 		if head == nil {
-			if d := c.holdFor(); d > 0 && !held {
-				// Frames delivered meanwhile join these; writing stays
-				// set, so they start no writer of their own.
-				held = true
-				c.pace.startHold()
-				c.outMu.Unlock()
-				c.writeMu.Unlock()
-				c.pace.wait(d)
-				c.writeMu.Lock()
-				continue
-			}
 			c.writing = false
 			c.outMu.Unlock()
 			sent := c.flushLocked() == nil && !c.closed.Load()
@@ -176,84 +167,6 @@ func (l *outList) release(sent bool, now int64) {
 	*l = outList{}
 }
 
-// flushPacer spaces the flushes of a busy connection. A connection that
-// receives a few messages at a time (burt: 24 topics, 5 consumers each,
-// MPUBs of 10) paid a write syscall, and its client a read, for every one
-// or two messages. When the outbox empties less than the pace after the
-// last flush, the writer keeps the frames in the buffer and waits until
-// the pace has passed, so the deliveries that come meanwhile share the
-// write. It flushes at once on a quiet connection (the last flush is older
-// than the pace: no added latency), when the client's RDY window is full
-// (nothing more can come; NSQ flushes then too), and it stops waiting when
-// a full chunk of frames is queued (a stream, which the client should get
-// without pause) or the window fills.
-type flushPacer struct {
-	// guarded by client.outMu
-	queued  int  // frames in the outbox
-	holding bool // the writer waits; Deliver may wake it
-	wake    chan struct{}
-
-	// used by the one writer goroutine there is at a time
-	lastFlush time.Time
-	timer     *time.Timer
-}
-
-// startHold prepares a wait; client.outMu is held.
-func (p *flushPacer) startHold() {
-	if p.wake == nil {
-		p.wake = make(chan struct{}, 1)
-	}
-	select {
-	case <-p.wake: // a stale wake-up from an earlier hold
-	default:
-	}
-	p.holding = true
-}
-
-// wait returns after d, or sooner if Deliver wakes the writer.
-func (p *flushPacer) wait(d time.Duration) {
-	if p.timer == nil {
-		p.timer = time.NewTimer(d)
-	} else {
-		p.timer.Reset(d)
-	}
-	select {
-	case <-p.timer.C:
-	case <-p.wake:
-		p.timer.Stop()
-	}
-}
-
-// wakeWriter ends a hold.
-func (p *flushPacer) wakeWriter() {
-	select {
-	case p.wake <- struct{}{}:
-	default:
-	}
-}
-
-// holdFor is how long the writer should keep the buffered frames before
-// flushing them (0: flush now). The pace is the client's
-// output_buffer_timeout, at most maxFlushPace; a client that turned output
-// buffering off is never held. c.writeMu is held.
-func (c *client) holdFor() time.Duration {
-	pace := min(c.outputBufTimeout, maxFlushPace)
-	if pace <= 0 || c.writer.Buffered() == 0 || c.closed.Load() || c.windowFull() {
-		return 0
-	}
-	return pace - time.Since(c.pace.lastFlush)
-}
-
-// windowFull reports whether the client can take no more messages now.
-func (c *client) windowFull() bool {
-	sub, _, _ := c.subscription()
-	if sub == nil {
-		return true
-	}
-	rdy, inFlight := sub.Counts()
-	return inFlight >= rdy
-}
-
 // writeMessageLocked writes one message frame: its 34-byte header and the
 // shared body, through the fixed-size buffered writer (which writes a body
 // larger than its free space straight through), never copying the body into
@@ -294,7 +207,6 @@ func (c *client) flushLocked() error {
 		c.fail(err)
 		return err
 	}
-	c.pace.lastFlush = time.Now()
 	if err := c.flushCompressorLocked(); err != nil {
 		c.fail(err)
 		return err

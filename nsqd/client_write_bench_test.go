@@ -60,8 +60,12 @@ func benchmarkDeliver(b *testing.B, size, window int) {
 			<-progress
 		}
 		room := min(window-(sent-int(received.Load())), b.N-sent)
+		send := false
 		for i := 0; i < room; i++ {
-			c.Deliver(&msgs[(sent+i)%window])
+			send = c.Deliver(&msgs[(sent+i)%window]) || send
+		}
+		if send {
+			c.Send()
 		}
 		sent += room
 	}

@@ -1,116 +1,128 @@
 package nsqd
 
 import (
+	"encoding/binary"
 	"io"
+	"net"
+	"sync/atomic"
 	"testing"
 	"time"
 )
 
-// pacedClient is a client on a loopback connection, subscribed with a RDY
-// window of rdy and output_buffer_timeout bufTimeout; peer is the other
-// end.
-func pacedClient(t *testing.T, rdy int64, bufTimeout time.Duration) *client {
+// countingConn counts the writes made to it: each is one write syscall.
+type countingConn struct {
+	net.Conn
+	writes atomic.Int64
+}
+
+func (c *countingConn) Write(p []byte) (int, error) {
+	c.writes.Add(1)
+	return c.Conn.Write(p)
+}
+
+// loopbackClient is a client on a loopback connection whose writes are
+// counted; peer is the other end.
+func loopbackClient(t *testing.T) (c *client, conn *countingConn, peer net.Conn) {
 	t.Helper()
 	o := NewOptions()
-	o.OutputBufferTimeout = bufTimeout
 	server, peer := loopbackPair(t)
-	go func() { _, _ = io.Copy(io.Discard, peer) }()
-	c := newClient(1, newFakeDaemon(t, o, nil), server)
-	sub := &Subscription{consumer: c}
-	sub.rdy.Store(rdy)
-	c.subscribed.Store(&clientSubscription{sub: sub})
+	conn = &countingConn{Conn: server}
+	c = newClient(1, newFakeDaemon(t, o, nil), conn)
 	t.Cleanup(func() {
 		c.close()
 		c.writeMu.Lock() // the writer holds it until it returns
 		//lint:ignore SA2001 taking the lock is the wait
 		c.writeMu.Unlock()
 	})
-	return c
+	return c, conn, peer
 }
 
-// TestFlushPacing: buffered frames are held back only on a connection that
-// flushed less than the pace ago and whose client has room for more; the
-// pace is output_buffer_timeout, at most maxFlushPace.
-func TestFlushPacing(t *testing.T) {
-	c := pacedClient(t, 100, 250*time.Millisecond)
-	c.writeMu.Lock()
-	defer c.writeMu.Unlock()
-	if d := c.holdFor(); d != 0 {
-		t.Fatalf("nothing buffered, yet held for %v", d)
-	}
-	if _, err := c.writer.Write([]byte("frame")); err != nil {
+// readFrames reads n message frames from peer and returns their bodies.
+func readFrames(t *testing.T, peer net.Conn, n int) []string {
+	t.Helper()
+	if err := peer.SetReadDeadline(time.Now().Add(10 * time.Second)); err != nil {
 		t.Fatal(err)
 	}
-	if d := c.holdFor(); d > 0 {
-		t.Fatalf("a connection that never flushed is held for %v", d)
+	var bodies []string
+	for range n {
+		var hdr [8]byte
+		if _, err := io.ReadFull(peer, hdr[:]); err != nil {
+			t.Fatalf("frame %d of %d: %v", len(bodies)+1, n, err)
+		}
+		data := make([]byte, binary.BigEndian.Uint32(hdr[:4])-4)
+		if _, err := io.ReadFull(peer, data); err != nil {
+			t.Fatalf("frame %d of %d: %v", len(bodies)+1, n, err)
+		}
+		bodies = append(bodies, string(data[messageHeaderLen:]))
 	}
-	c.pace.lastFlush = time.Now()
-	if d := c.holdFor(); d <= 0 || d > maxFlushPace {
-		t.Fatalf("busy connection held for %v, want (0, %v]", d, maxFlushPace)
-	}
-	c.pace.lastFlush = time.Now().Add(-maxFlushPace)
-	if d := c.holdFor(); d > 0 {
-		t.Fatalf("connection quiet for the pace held for %v", d)
-	}
+	return bodies
+}
 
-	c.pace.lastFlush = time.Now()
-	c.subscribed.Load().sub.inFlight.Store(100)
-	if d := c.holdFor(); d != 0 {
-		t.Fatalf("client with a full RDY window held for %v", d)
+// TestBatchSharesOneWrite: the messages a channel delivers to a consumer
+// in one critical section (here one publish of a batch) reach the socket
+// in one write, not one per message as they would if a writer started at
+// the first and raced the channel's delivery of the rest.
+func TestBatchSharesOneWrite(t *testing.T) {
+	const batch = 40
+	w := newQueueWorld(t, "t")
+	ch, err := w.topic.GetChannel("c")
+	if err != nil {
+		t.Fatal(err)
 	}
-	c.subscribed.Load().sub.inFlight.Store(0)
-	c.outputBufTimeout = 0 // output_buffer_timeout -1: no buffering
-	if d := c.holdFor(); d != 0 {
-		t.Fatalf("client without output buffering held for %v", d)
+	c, conn, peer := loopbackClient(t)
+	s, err := ch.Subscribe(c, unitMsgTimeout, 0, 0)
+	if err != nil {
+		t.Fatal(err)
 	}
-	c.outputBufTimeout = 2 * time.Millisecond
-	if d := c.holdFor(); d <= 0 || d > 2*time.Millisecond {
-		t.Fatalf("held for %v, want at most the client's output_buffer_timeout", d)
+	s.SetReady(batch)
+	for round := 1; round <= 3; round++ {
+		before := conn.writes.Load()
+		msgs := make([]*Message, batch)
+		for i := range msgs {
+			w.nextID++
+			msgs[i] = &Message{Body: []byte{'m', byte(i)}, Timestamp: w.clock.Now()}
+			binary.BigEndian.PutUint64(msgs[i].ID[8:], w.nextID)
+		}
+		if err := w.topic.Put(msgs); err != nil {
+			t.Fatal(err)
+		}
+		bodies := readFrames(t, peer, batch)
+		for i, b := range bodies {
+			if b != string([]byte{'m', byte(i)}) {
+				t.Fatalf("round %d: frame %d is %q", round, i, b)
+			}
+		}
+		if n := conn.writes.Load() - before; n != 1 {
+			t.Errorf("round %d: %d messages delivered at once took %d writes, want 1", round, batch, n)
+		}
+		for _, m := range msgs {
+			if err := s.Finish(m.ID); err != nil {
+				t.Fatalf("round %d: FIN: %v", round, err)
+			}
+		}
 	}
 }
 
-// TestFlushPacingWakes: a held writer is woken when a full chunk of frames
-// is queued (a stream), or when the client's window fills.
-func TestFlushPacingWakes(t *testing.T) {
-	woken := func(c *client) bool {
-		select {
-		case <-c.pace.wake:
-			return true
-		default:
-			return false
+// TestSendAfterTheBatch: the channel asks each consumer it delivered to
+// for Send once, when the critical section's deliveries are done, however
+// many messages it delivered; a consumer whose writer is already due is
+// not asked again.
+func TestSendAfterTheBatch(t *testing.T) {
+	w := newQueueWorld(t, "t")
+	_, _, a := w.subscribe(t, "c", 100)
+	_, _, b := w.subscribe(t, "c", 100)
+	msgs := make([]*Message, 10)
+	for i := range msgs {
+		w.nextID++
+		msgs[i] = &Message{Body: []byte("m"), Timestamp: w.clock.Now()}
+		binary.BigEndian.PutUint64(msgs[i].ID[8:], w.nextID)
+	}
+	if err := w.topic.Put(msgs); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []*fakeConsumer{a, b} {
+		if got := c.sendsAt(); len(got) != 1 || got[0] != 5 {
+			t.Errorf("consumer %d: Send after deliveries %v, want once, after all 5", c.id, got)
 		}
-	}
-	hold := func(c *client) {
-		c.outMu.Lock()
-		c.writing = true // a writer is holding: Deliver starts none
-		c.pace.startHold()
-		c.outMu.Unlock()
-	}
-	msg := &Message{ID: MessageID{'1'}, Body: []byte("b")}
-
-	c := pacedClient(t, 1000, 250*time.Millisecond)
-	hold(c)
-	for range outChunkLen - 1 {
-		c.Deliver(msg)
-	}
-	if woken(c) {
-		t.Fatal("woken before a chunk was full")
-	}
-	c.Deliver(msg)
-	if !woken(c) {
-		t.Fatalf("not woken by %d queued frames", outChunkLen)
-	}
-
-	c = pacedClient(t, 2, 250*time.Millisecond)
-	hold(c)
-	c.subscribed.Load().sub.inFlight.Store(1)
-	c.Deliver(msg)
-	if woken(c) {
-		t.Fatal("woken with room left in the window")
-	}
-	c.subscribed.Load().sub.inFlight.Store(2)
-	c.Deliver(msg)
-	if !woken(c) {
-		t.Fatal("not woken when the window filled")
 	}
 }

@@ -30,9 +30,11 @@
 //  6. channel.go: deliverLocked puts a message in flight to a ready
 //     subscriber, in the subscription's deadline list (inflight.go), and
 //     arms the channel's timer on the queue clock (clock.go);
-//  7. client_write.go: Deliver queues the frame and a writer writes it to
-//     the socket, then tells the message when it was flushed (message.go:
-//     the timeout counts from then);
+//  7. client_write.go: Deliver queues the frame; when the channel's
+//     critical section ends, Send starts a writer, which writes it (with
+//     whatever else was queued) to the socket and flushes, then tells the
+//     message when it was flushed (message.go: the timeout counts from
+//     then);
 //  8. channel_subscription.go: FIN (and REQ, TOUCH) come back through the
 //     client's Subscription, which takes the message out of flight
 //     (channel.go).

@@ -25,15 +25,6 @@ const (
 	defaultDeflateLevel = 6
 )
 
-// Writing to clients (client_write.go).
-const (
-	// maxFlushPace bounds how long a busy connection's frames are held
-	// back, whatever output_buffer_timeout the client negotiated (NSQ's
-	// default is 250 ms, and NSQ holds frames that long even on a quiet
-	// connection).
-	maxFlushPace = 10 * time.Millisecond
-)
-
 // /stats?format=json (stats_json.go).
 const (
 	// statsFlushAt is how much of the document is collected before it is

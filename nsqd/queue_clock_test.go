@@ -101,14 +101,33 @@ type fakeConsumer struct {
 	mu        sync.Mutex
 	delivered []*Message
 	closed    bool
+	sendDue   bool  // Deliver asked for Send
+	sends     []int // deliveries made when each Send came
 }
 
 func (c *fakeConsumer) ID() int64 { return c.id }
 
-func (c *fakeConsumer) Deliver(m *Message) {
+func (c *fakeConsumer) Deliver(m *Message) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.delivered = append(c.delivered, m)
+	ask := !c.sendDue
+	c.sendDue = true
+	return ask
+}
+
+func (c *fakeConsumer) Send() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.sendDue = false
+	c.sends = append(c.sends, len(c.delivered))
+}
+
+// sendsAt is how many deliveries had been made at each Send.
+func (c *fakeConsumer) sendsAt() []int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.sends)
 }
 
 func (c *fakeConsumer) Close() {
@@ -442,6 +461,21 @@ func TestUnitInFlightTimeoutRequeues(t *testing.T) {
 	if n := ch.timeoutCount.Load(); n != 1 {
 		t.Fatalf("%d timeouts, want 1", n)
 	}
+}
+
+// TestTimeoutCountsFromTheFlush: a delivery whose frame was flushed some
+// time after it went in flight (it waited behind a slow socket) times out
+// msg_timeout after the flush, to the nanosecond; the next delivery, whose
+// flush is not reported yet, times out msg_timeout after it went in flight,
+// the earlier frame's report no longer counting.
+func TestTimeoutCountsFromTheFlush(t *testing.T) {
+	const waited = 40 * time.Millisecond
+	w := newQueueWorld(t, "flush")
+	_, _, c, _ := w.deliverOne(t)
+	m := c.deliveries()[0]
+	m.markSent(m.deliveredAt, m.deliveredAt+int64(waited)) // as the writer does after its flush
+	w.dueAfter(t, c, unitMsgTimeout+waited, 2, "msg_timeout after the flush")
+	w.dueAfter(t, c, unitMsgTimeout, 3, "msg_timeout after the second delivery")
 }
 
 func TestUnitTouchExtendsTimeout(t *testing.T) {

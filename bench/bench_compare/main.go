@@ -10,7 +10,7 @@
 // scenario checks that exactly the messages published arrived: a mismatch
 // ends the run with an error.
 //
-// Scenarios (--scenarios, comma separated):
+// Scenarios (--scenarios, comma separated; latency runs only when named):
 //
 //	pubsub  --pub-conns connections MPUB 200 × 200 B for --pub-duration
 //	        (--mem-queue-size=1000000), then --sub-conns readers with
@@ -32,6 +32,19 @@
 //	        --stats-requests requests, and the daemon's CPU per request)
 //	idle    RSS added per idle topic and per idle channel (--idle-count of
 //	        each, default flags)
+//	latency end-to-end latency as the OpenMessaging Benchmark measures it:
+//	        --latency-producers connections PUB single 100 B messages on a
+//	        fixed schedule at each of --latency-rates (msg/s, in all) for
+//	        --latency-warmup, then --latency-duration measured;
+//	        --latency-consumers go-nsq v1.1.0 consumers with go-nsq's
+//	        defaults (output_buffer_timeout 250 ms, output_buffer_size
+//	        16 KB) and max_in_flight --latency-rdy, one connection each, FIN
+//	        on receipt. Latency counts from when a message was due to be
+//	        sent, so a late send is not hidden (coordinated omission); the
+//	        lateness is reported apart (publish delay), and so is the p99
+//	        counted from the write. p50, p99, p99.9 and max from an
+//	        HdrHistogram; with the memory queue (default flags) and with
+//	        --mem-queue-size=0, each on a fresh daemon
 //
 // With --profile=DIR our daemon alone is run and profiled: a CPU profile of
 // --profile-seconds at the start of every measured phase and the
@@ -45,7 +58,7 @@
 // Usage:
 //
 //	bench_compare --ours=./build --nsq=$(scripts/nsq-reference.sh) \
-//	    [--rounds=5] [--scenarios=pubsub,disk,replicated,fanout,burt,stats,idle]
+//	    [--rounds=5] [--scenarios=pubsub,disk,replicated,fanout,burt,stats,idle,latency]
 package main
 
 import (
@@ -59,6 +72,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -81,6 +95,10 @@ type config struct {
 
 	statsTopics, statsChannelsPerTopic, statsWideChannels, statsRequests int
 
+	latencyRates                                   []int
+	latencyProducers, latencyConsumers, latencyRDY int
+	latencyWarmup, latencyDuration                 time.Duration
+
 	idleCount   int
 	httpWorkers int
 	stall       time.Duration // no progress for this long fails a scenario
@@ -96,7 +114,7 @@ func defaultConfig() config {
 	return config{
 		nsqName:               "NSQ v1.3.0",
 		rounds:                5,
-		scenarios:             scenarioNames(),
+		scenarios:             defaultScenarios(),
 		pubConns:              2,
 		subConns:              2,
 		pubDuration:           5 * time.Second,
@@ -110,6 +128,12 @@ func defaultConfig() config {
 		statsChannelsPerTopic: 2,
 		statsWideChannels:     10000,
 		statsRequests:         5,
+		latencyRates:          []int{1000, 10000, 50000},
+		latencyProducers:      4,
+		latencyConsumers:      4,
+		latencyRDY:            100,
+		latencyWarmup:         2 * time.Second,
+		latencyDuration:       10 * time.Second,
 		idleCount:             1000,
 		httpWorkers:           8,
 		stall:                 30 * time.Second,
@@ -121,6 +145,18 @@ func scenarioNames() []string {
 	names := make([]string, len(scenarios))
 	for i, s := range scenarios {
 		names[i] = s.name
+	}
+	return names
+}
+
+// defaultScenarios are the scenarios run when --scenarios is not given:
+// all but the optional ones.
+func defaultScenarios() []string {
+	var names []string
+	for _, s := range scenarios {
+		if !s.optional {
+			names = append(names, s.name)
+		}
 	}
 	return names
 }
@@ -149,7 +185,7 @@ func bindFlags(fs *flag.FlagSet, c *config) {
 	fs.StringVar(&c.nsqDir, "nsq", "", "folder holding NSQ v1.3.0's nsqd (empty: run ours only)")
 	fs.StringVar(&c.nsqName, "nsq-name", c.nsqName, "column name of the --nsq daemon (to compare two builds of ours, say which)")
 	fs.IntVar(&c.rounds, "rounds", c.rounds, "rounds of every scenario")
-	fs.Func("scenarios", "comma-separated scenarios (default "+strings.Join(c.scenarios, ",")+")", func(s string) error {
+	fs.Func("scenarios", "comma-separated scenarios (default "+strings.Join(c.scenarios, ",")+"; also latency)", func(s string) error {
 		c.scenarios = strings.Split(s, ",")
 		return nil
 	})
@@ -166,6 +202,16 @@ func bindFlags(fs *flag.FlagSet, c *config) {
 	fs.IntVar(&c.statsChannelsPerTopic, "stats-channels", c.statsChannelsPerTopic, "stats: channels per topic of the first shape")
 	fs.IntVar(&c.statsWideChannels, "stats-wide-channels", c.statsWideChannels, "stats: channels of the one-topic shape")
 	fs.IntVar(&c.statsRequests, "stats-requests", c.statsRequests, "stats: timed requests per shape")
+	fs.Func("latency-rates", "latency: comma-separated publish rates in msg/s (default "+joinInts(c.latencyRates)+")", func(s string) error {
+		rates, err := parseInts(s)
+		c.latencyRates = rates
+		return err
+	})
+	fs.IntVar(&c.latencyProducers, "latency-producers", c.latencyProducers, "latency: producers (single PUBs on a schedule)")
+	fs.IntVar(&c.latencyConsumers, "latency-consumers", c.latencyConsumers, "latency: go-nsq consumers, one connection each")
+	fs.IntVar(&c.latencyRDY, "latency-rdy", c.latencyRDY, "latency: max_in_flight (RDY) of each consumer")
+	fs.DurationVar(&c.latencyWarmup, "latency-warmup", c.latencyWarmup, "latency: warm-up at each rate before measuring")
+	fs.DurationVar(&c.latencyDuration, "latency-duration", c.latencyDuration, "latency: how long each rate is measured")
 	fs.IntVar(&c.idleCount, "idle-count", c.idleCount, "idle: topics, then channels, to create")
 	fs.IntVar(&c.httpWorkers, "http-workers", c.httpWorkers, "concurrent HTTP requests when creating topics and channels")
 	fs.DurationVar(&c.stall, "stall", c.stall, "fail a scenario that makes no progress for this long")
@@ -183,8 +229,11 @@ func (c *config) validate() error {
 	}
 	positive := []int{c.rounds, c.pubConns, c.subConns, c.fanoutChannels, c.fanoutMsgs, c.burtTopics,
 		c.burtPublishers, c.burtConsumers, c.statsTopics, c.statsChannelsPerTopic, c.statsWideChannels,
-		c.statsRequests, c.idleCount, c.httpWorkers, c.profileSeconds}
-	if slices.Min(positive) <= 0 || c.pubDuration <= 0 || c.burtDuration <= 0 || c.stall <= 0 {
+		c.statsRequests, c.idleCount, c.httpWorkers, c.profileSeconds,
+		c.latencyProducers, c.latencyConsumers, c.latencyRDY}
+	positive = append(positive, c.latencyRates...)
+	if slices.Min(positive) <= 0 || c.pubDuration <= 0 || c.burtDuration <= 0 || c.stall <= 0 ||
+		c.latencyWarmup < 0 || c.latencyDuration <= 0 || len(c.latencyRates) == 0 {
 		return errors.New("counts and durations must be positive")
 	}
 	return nil
@@ -256,6 +305,27 @@ func run(ctx context.Context, cfg *config, progress io.Writer) (*results, error)
 		}
 	}
 	return res, nil
+}
+
+// parseInts parses a comma-separated list of integers.
+func parseInts(s string) ([]int, error) {
+	var list []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil {
+			return nil, fmt.Errorf("not a number: %q", f)
+		}
+		list = append(list, n)
+	}
+	return list, nil
+}
+
+func joinInts(list []int) string {
+	parts := make([]string, len(list))
+	for i, n := range list {
+		parts[i] = strconv.Itoa(n)
+	}
+	return strings.Join(parts, ",")
 }
 
 func formatSamples(samples []sample) string {

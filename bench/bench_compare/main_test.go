@@ -18,13 +18,8 @@ func TestOneTinyRoundOfEveryScenario(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs nsqd")
 	}
-	bin := t.TempDir()
-	build := exec.Command("go", "build", "-o", filepath.Join(bin, "nsqd"), "github.com/nsqgo/nsq/apps/nsqd")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build nsqd: %v\n%s", err, out)
-	}
 	cfg := defaultConfig()
-	cfg.oursDir = bin
+	cfg.oursDir = buildOurNSQD(t)
 	cfg.rounds = 1
 	cfg.pubDuration = 100 * time.Millisecond
 	cfg.burtDuration = 100 * time.Millisecond
@@ -32,6 +27,8 @@ func TestOneTinyRoundOfEveryScenario(t *testing.T) {
 	cfg.fanoutChannels, cfg.fanoutMsgs = 5, 250
 	cfg.statsTopics, cfg.statsWideChannels, cfg.statsRequests = 20, 50, 2
 	cfg.idleCount = 20
+	cfg.latencyRates = []int{200, 2000}
+	cfg.latencyWarmup, cfg.latencyDuration = 100*time.Millisecond, 300*time.Millisecond
 	cfg.stall = 20 * time.Second
 	profDir := t.TempDir()
 	cfg.profileDir = profDir
@@ -48,7 +45,7 @@ func TestOneTinyRoundOfEveryScenario(t *testing.T) {
 	cfg.profileDir = ""
 	clientProfDir := t.TempDir()
 	cfg.clientProfileDir = clientProfDir
-	cfg.scenarios = []string{"pubsub", "disk", "replicated", "fanout", "burt", "stats"}
+	cfg.scenarios = []string{"pubsub", "disk", "replicated", "fanout", "burt", "stats", "latency"}
 	res, err := run(ctx, &cfg, &progress)
 	if err != nil {
 		t.Fatalf("run: %v\n%s", err, progress.String())
@@ -59,8 +56,10 @@ func TestOneTinyRoundOfEveryScenario(t *testing.T) {
 	check := func(r *results, want rowKey) {
 		t.Helper()
 		vs := r.values[want]["ours"]
+		// A publish delay can be 0 (every send on time); a latency cannot.
 		cpu, idle := strings.Contains(want.metric, "CPU"), want.scenario == "idle"
-		if len(vs) != 1 || (cpu && vs[0] < 0) || (!cpu && !idle && vs[0] <= 0) {
+		zeroOK := cpu || idle || strings.Contains(want.metric, "publish delay")
+		if len(vs) != 1 || (!idle && vs[0] < 0) || (!zeroOK && vs[0] <= 0) {
 			t.Errorf("%v: got %v", want, vs)
 		}
 	}
@@ -78,6 +77,10 @@ func TestOneTinyRoundOfEveryScenario(t *testing.T) {
 		{"stats", "/stats, 20 topics × 2 channels (ms)"}, {"stats", "/stats, 1 topic × 50 channels (ms)"},
 		{"stats", "/stats, 20 topics × 2 channels, parsed as nsqadmin does (ms)"},
 		{"stats", "/stats, 20 topics × 2 channels, daemon CPU per request, idle work included (ms)"}, {"stats", "/stats, 1 topic × 50 channels, daemon CPU per request, idle work included (ms)"},
+		{"latency", "memory, 200 msg/s: p50 (ms)"}, {"latency", "memory, 200 msg/s: p99.9 (ms)"},
+		{"latency", "memory, 2k msg/s: max (ms)"}, {"latency", "memory, 2k msg/s: delivered msgs/s"},
+		{"latency", "mem-queue-size=0, 2k msg/s: p99 (ms)"}, {"latency", "mem-queue-size=0, 2k msg/s: p99 from the write (ms)"},
+		{"latency", "mem-queue-size=0, 200 msg/s: publish delay p99 (ms)"}, {"latency", "mem-queue-size=0, 200 msg/s: CPU µs/msg"},
 	} {
 		check(res, want)
 	}
@@ -96,5 +99,19 @@ func TestOneTinyRoundOfEveryScenario(t *testing.T) {
 		}
 	}
 	checkProfileText(profDir, "idle-create-cpu-flat.txt", "idle-create-cpu-cum.txt", "idle-allocs-flat.txt", "idle-allocs-cum.txt")
+	if !strings.Contains(table.String(), "| latency | memory, 2k msg/s: p99 (ms) |") {
+		t.Errorf("table lacks the latency rows:\n%s", table.String())
+	}
 	checkProfileText(clientProfDir, "client-ours-pubsub-pub-cpu-flat.txt", "client-ours-pubsub-sub-cpu-cum.txt", "client-ours-fanout-deliver-cpu-flat.txt")
+}
+
+// buildOurNSQD builds our nsqd into a temp dir and returns the dir.
+func buildOurNSQD(t *testing.T) string {
+	t.Helper()
+	bin := t.TempDir()
+	build := exec.Command("go", "build", "-o", filepath.Join(bin, "nsqd"), "github.com/nsqgo/nsq/apps/nsqd")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build nsqd: %v\n%s", err, out)
+	}
+	return bin
 }

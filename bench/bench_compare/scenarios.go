@@ -20,19 +20,24 @@ import (
 )
 
 // scenario is one workload, run against one daemon binary per call.
+// An optional one runs only when --scenarios names it.
 type scenario struct {
-	name string
-	run  func(ctx context.Context, e *env) ([]sample, error)
+	name     string
+	run      func(ctx context.Context, e *env) ([]sample, error)
+	optional bool
 }
 
 var scenarios = []scenario{
-	{"pubsub", func(ctx context.Context, e *env) ([]sample, error) { return pubThenSub(ctx, e, 1000000) }},
-	{"disk", func(ctx context.Context, e *env) ([]sample, error) { return pubThenSub(ctx, e, 0) }},
-	{"replicated", replicated},
-	{"fanout", fanout},
-	{"burt", burt},
-	{"stats", stats},
-	{"idle", idle},
+	{name: "pubsub", run: func(ctx context.Context, e *env) ([]sample, error) { return pubThenSub(ctx, e, 1000000) }},
+	{name: "disk", run: func(ctx context.Context, e *env) ([]sample, error) { return pubThenSub(ctx, e, 0) }},
+	{name: "replicated", run: replicated},
+	{name: "fanout", run: fanout},
+	{name: "burt", run: burt},
+	{name: "stats", run: stats},
+	{name: "idle", run: idle},
+	// Two daemons × two queue modes × three rates of 12 s each: about
+	// 2.5 minutes a round, too long for the default run.
+	{name: "latency", run: latency, optional: true},
 }
 
 const (

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -18,5 +19,17 @@ func TestCheckStatsCount(t *testing.T) {
 	}
 	if err := checkStatsCount([]byte(doc[:len(doc)-1]), 2, 4); err == nil || !strings.Contains(err.Error(), "not valid JSON") {
 		t.Fatalf("a cut answer: %v", err)
+	}
+}
+
+// latency runs only when asked for; every other scenario runs by default.
+func TestDefaultScenarios(t *testing.T) {
+	cfg := defaultConfig()
+	if slices.Contains(cfg.scenarios, "latency") || len(cfg.scenarios) != len(scenarios)-1 {
+		t.Fatalf("default scenarios %v, want all but latency", cfg.scenarios)
+	}
+	cfg.scenarios = []string{"latency"}
+	if err := cfg.validate(); err != nil {
+		t.Fatalf("latency by name: %v", err)
 	}
 }

@@ -59,17 +59,20 @@ type Channel struct {
 	flightMem      int64                  // memSize of the in-flight messages
 	flightDels     int                    // deletes from inFlight since it was built
 	flightReported int64                  // flightMem as last added to the memory guard
-	releases       []uint64               // held records to release after unlock
-	readClaimed    bool                   // a disk read to do after unlock (nextLocked)
-	deferredPQ     pqueue.Queue[*Message] // by due time
-	spill          deferredSpill          // deferred beyond the memory budget
-	subs           []*Subscription
-	sends          []Consumer // Deliver asked for Send at unlock
-	rr             int
-	exiting        bool
-	timer          clockTimer
-	timerAt        int64 // deadline the timer is armed for; 0 = unarmed
-	topo           channelTopology
+	// taken is how many messages the channel took in since it last
+	// settled; settleLocked adds them to messageCount after the gauges.
+	taken       uint64
+	releases    []uint64               // held records to release after unlock
+	readClaimed bool                   // a disk read to do after unlock (nextLocked)
+	deferredPQ  pqueue.Queue[*Message] // by due time
+	spill       deferredSpill          // deferred beyond the memory budget
+	subs        []*Subscription
+	sends       []Consumer // Deliver asked for Send at unlock
+	rr          int
+	exiting     bool
+	timer       clockTimer
+	timerAt     int64 // deadline the timer is armed for; 0 = unarmed
+	topo        channelTopology
 }
 
 func newChannel(topicName, name string, ephemeral bool, cfg *queueConfig, e2e *latencyStats, onLastClient func(*Channel)) (*Channel, error) {
@@ -156,6 +159,13 @@ func (ch *Channel) settleLocked() {
 	if d := ch.flightMem - ch.flightReported; d != 0 {
 		ch.cfg.guard.addInFlight(d)
 		ch.flightReported = ch.flightMem
+	}
+	// Last, so that a snapshot that sees the count (it reads it first)
+	// sees the messages counted in the depth or in flight too, never a
+	// count of messages that are nowhere.
+	if ch.taken != 0 {
+		ch.messageCount.Add(ch.taken)
+		ch.taken = 0
 	}
 }
 

@@ -264,7 +264,7 @@ func (ch *Channel) deferOnDiskLocked(msgs []*Message, now int64) (ready []*Messa
 		p.noteDue(m.deferUntil)
 	}
 	ch.mu.Lock()
-	ch.messageCount.Add(uint64(p.written))
+	ch.taken += uint64(p.written)
 	ch.applySpillLocked(&p, false)
 	ch.releaseSpillLocked()
 	if ch.exiting && err == nil {

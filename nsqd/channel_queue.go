@@ -121,7 +121,7 @@ func (ch *Channel) putFromBacklog(msgs []*Message) (taken int, err error) {
 		if s == nil {
 			break
 		}
-		ch.messageCount.Add(1)
+		ch.taken++
 		msgs[taken].deferUntil = 0
 		ch.deliverLocked(msgs[taken], s, now)
 		taken++
@@ -174,7 +174,7 @@ func (ch *Channel) fitsLocked(n, bytes int64) bool {
 // acceptLocked takes msgs in: deferred ones to the deferred queue, ready
 // ones (unless onDisk, where they already are) to subscribers or memory.
 func (ch *Channel) acceptLocked(msgs []*Message, now int64, toMemory bool) {
-	ch.messageCount.Add(uint64(len(msgs)))
+	ch.taken += uint64(len(msgs))
 	for _, m := range msgs {
 		if m.deferUntil > now {
 			ch.deferLocked(m, m.deferUntil)

@@ -2,6 +2,9 @@ package nsqd
 
 // snapshot reads the channel's counters and gauges.
 func (ch *Channel) snapshot() queueSnapshot {
+	// The count first: a channel publishes it after its gauges
+	// (settleLocked), so the depth read after it includes what it counts.
+	count := ch.messageCount.Load()
 	bd := ch.q.backend.Depth()
 	var subs int64
 	if v := ch.subsView.Load(); v != nil {
@@ -14,7 +17,7 @@ func (ch *Channel) snapshot() queueSnapshot {
 		deferred:     ch.deferredCount.Load(),
 		subs:         subs,
 		paused:       ch.paused.Load(),
-		messageCount: ch.messageCount.Load(),
+		messageCount: count,
 		requeueCount: ch.requeueCount.Load(),
 		timeoutCount: ch.timeoutCount.Load(),
 		policy:       ch.q.policy(),

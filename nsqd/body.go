@@ -43,12 +43,17 @@ type peeker interface {
 // (the caller checked size against its limit); with size < 0 it is
 // everything up to EOF, at most limit bytes, else errBodyTooBig. The
 // result has no spare capacity: it may become a message body and live
-// long. Waiting for budget ends with ctx. While the body arrives in
-// pieces, check (if not nil) sees it; its errors are returned as they are.
-func readBody(ctx context.Context, r io.Reader, size, limit int64, budget *bodyBudget, check bodyCheck) ([]byte, error) {
+// long. into, if not nil, is where a body of size bytes goes (len(into)
+// is size) instead of a new allocation. Waiting for budget ends with ctx.
+// While the body arrives in pieces, check (if not nil) sees it; its
+// errors are returned as they are.
+func readBody(ctx context.Context, r io.Reader, size, limit int64, budget *bodyBudget, check bodyCheck, into []byte) ([]byte, error) {
 	p, canPeek := r.(peeker)
 	if canPeek && size >= 0 && size <= int64(p.Buffered()) {
-		body := make([]byte, size)
+		body := into
+		if body == nil {
+			body = make([]byte, size)
+		}
 		_, err := io.ReadFull(r, body)
 		return body, err
 	}
@@ -82,9 +87,13 @@ func readBody(ctx context.Context, r io.Reader, size, limit int64, budget *bodyB
 				}
 				held = next
 			}
-			grown := make([]byte, len(buf), next)
-			copy(grown, buf)
-			buf = grown
+			if cap(buf) == 0 && into != nil && next == want {
+				buf = into[:0]
+			} else {
+				grown := make([]byte, len(buf), next)
+				copy(grown, buf)
+				buf = grown
+			}
 		}
 		n, err := r.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]
@@ -284,10 +293,15 @@ func (w *mpubWalk) advance(b []byte, part func([]byte)) error {
 // splitMPUB parses an MPUB body held whole in memory into parts that alias
 // it (see mpubWalk for the rules).
 func splitMPUB(body []byte, lim bodyLimits, cmd string) ([][]byte, error) {
+	return splitMPUBInto(nil, body, lim, cmd)
+}
+
+// splitMPUBInto is splitMPUB appending the parts to parts[:0].
+func splitMPUBInto(parts [][]byte, body []byte, lim bodyLimits, cmd string) ([][]byte, error) {
 	w := mpubWalk{lim: lim, cmd: cmd, end: len(body)}
-	var parts [][]byte
+	parts = parts[:0]
 	err := w.advance(body, func(p []byte) {
-		if parts == nil {
+		if cap(parts) == 0 {
 			// The count is only a claim: every part takes at least 5 bytes.
 			parts = make([][]byte, 0, min(int(w.count), len(body)/5))
 		}

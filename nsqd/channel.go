@@ -122,7 +122,7 @@ func (ch *Channel) leftFlightLocked(m *Message) {
 	if ch.flightDels++; ch.flightDels > 4*len(ch.inFlight)+256 {
 		ch.rebuildInFlightLocked()
 	}
-	ch.flightMem -= memSize(m)
+	ch.flightMem -= m.memSize()
 	m.owner = nil
 }
 
@@ -232,26 +232,27 @@ func (ch *Channel) windowLocked() int64 {
 	return window
 }
 
-// deliverLocked puts m in flight to s, or drops it if s samples it out.
-func (ch *Channel) deliverLocked(m *Message, s *Subscription, now int64) {
+// deliverLocked puts e in flight to s, or drops it if s samples it out.
+func (ch *Channel) deliverLocked(e entry, s *Subscription, now int64) {
 	if s.sampleRate > 0 && rand.Int32N(100) > s.sampleRate {
-		ch.q.discardLocked(m) // sampled out: gone for good, as in NSQ
+		ch.q.discardLocked(e) // sampled out: gone for good, as in NSQ
 		return
 	}
 	if ch.inFlight == nil {
 		ch.inFlight = make(map[MessageID]*Message)
-	} else if _, dup := ch.inFlight[m.ID]; dup {
+	} else if _, dup := ch.inFlight[e.ID]; dup {
 		// A copy restored twice after a crash; the one in flight stands for both.
-		ch.dropLocked(m)
+		ch.dropLocked(e.own)
 		return
 	}
+	m := e.message()
 	m.Attempts++
 	m.owner = s
 	m.deliveredAt = now
-	m.sendDelay.Store(0)
+	m.startDelivery()
 	m.Due = dueAfter(now, s.msgTimeout)
 	ch.inFlight[m.ID] = m
-	ch.flightMem += memSize(m)
+	ch.flightMem += m.memSize()
 	s.flight.insert(m)
 	s.inFlight.Add(1)
 	ch.armLocked(m.Due)
@@ -270,11 +271,11 @@ func (ch *Channel) fillLocked(s *Subscription) {
 	}
 	now := ch.cfg.now()
 	for s.inFlight.Load() < s.rdy.Load() {
-		m := ch.nextLiveLocked()
-		if m == nil {
+		e, ok := ch.nextLiveLocked()
+		if !ok {
 			return
 		}
-		ch.deliverLocked(m, s, now)
+		ch.deliverLocked(e, s, now)
 	}
 }
 
@@ -289,11 +290,11 @@ func (ch *Channel) fillAllLocked() {
 		if s == nil {
 			return
 		}
-		m := ch.nextLiveLocked()
-		if m == nil {
+		e, ok := ch.nextLiveLocked()
+		if !ok {
 			return
 		}
-		ch.deliverLocked(m, s, now)
+		ch.deliverLocked(e, s, now)
 	}
 }
 
@@ -337,12 +338,12 @@ func (ch *Channel) onTimer() {
 			s.inFlight.Add(-1)
 			ch.leftFlightLocked(m)
 			ch.timeoutCount.Add(1)
-			if outOfAttempts(p, m) {
+			if outOfAttempts(p, m.Attempts) {
 				dead = append(dead, m)
 				continue
 			}
 			ch.observeReturned(m)
-			ch.q.pushBackLocked(m)
+			ch.q.pushBackLocked(m.entry())
 		}
 	}
 	ch.popDueDeferredLocked(now)
@@ -463,7 +464,9 @@ func (ch *Channel) closeLocked(deleted bool) (finish func() error) {
 	pending := ch.q.takeMemLocked()
 	fromMem := len(pending)
 	for _, s := range ch.subs {
-		pending = append(pending, s.flight.takeAll()...)
+		for _, m := range s.flight.takeAll() {
+			pending = append(pending, m.entry())
+		}
 		s.inFlight.Store(0)
 	}
 	ch.forgetInFlightLocked()
@@ -484,7 +487,7 @@ func (ch *Channel) closeLocked(deleted bool) (finish func() error) {
 	// Held messages are still on disk (their records come back at the next
 	// start): they are not written again, and deferred ones, which keep
 	// their due time in the side queue, let go of their record once there.
-	pending = slices.DeleteFunc(pending, func(m *Message) bool { return m.ticket != 0 })
+	pending = slices.DeleteFunc(pending, func(e entry) bool { return e.heldTicket() != 0 })
 	var holds []uint64
 	for _, m := range deferred {
 		if h := takeTicket(m); h != 0 {

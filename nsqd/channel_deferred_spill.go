@@ -37,18 +37,23 @@ type spilled struct {
 	ticket uint64 // m's disk ticket (msgQueue.releaseTicket), taken off m
 }
 
-func encodeDeferred(m *Message, due int64) []byte {
-	b := make([]byte, deferredRecordPrefix, deferredRecordPrefix+messageHeaderLen+len(m.Body))
+func encodeDeferred(e entry, due int64) []byte {
+	b := make([]byte, deferredRecordPrefix, deferredRecordPrefix+messageHeaderLen+len(e.Body))
 	binary.BigEndian.PutUint64(b, uint64(due))
-	return m.appendEncoded(b)
+	return e.appendEncoded(b)
 }
 
+// decodeDeferred parses a side queue's record: the message, with state of
+// its own (it is deferred), and its due time.
 func decodeDeferred(rec []byte) (*Message, int64, error) {
 	if len(rec) < deferredRecordPrefix {
 		return nil, 0, fmt.Errorf("deferred record too short: %d bytes", len(rec))
 	}
-	m, err := decodeMessage(rec[deferredRecordPrefix:])
-	return m, int64(binary.BigEndian.Uint64(rec)), err
+	e, err := decodeEntry(rec[deferredRecordPrefix:])
+	if err != nil {
+		return nil, 0, err
+	}
+	return e.message(), int64(binary.BigEndian.Uint64(rec)), nil
 }
 
 // open opens the side queue if it is not open yet. Only the holder of busy
@@ -70,7 +75,7 @@ func (s *deferredSpill) put(ch *Channel, m *Message, due int64) error {
 	if err := s.open(ch); err != nil {
 		return err
 	}
-	return s.q.Put(encodeDeferred(m, due))
+	return s.q.Put(encodeDeferred(m.entry(), due))
 }
 
 // close keeps the side queue for the next start (it holds due times).
@@ -164,7 +169,7 @@ func (p *spillPass) run(ch *Channel, pending []spilled, release bool, n int64) {
 			p.errs = append(p.errs, err)
 		case due <= now:
 			p.ready = append(p.ready, m)
-		case ch.q.memAllowed() && ch.cfg.guard.admitDeferred(memSize(m)):
+		case ch.q.memAllowed() && ch.cfg.guard.admitDeferred(m.memSize()):
 			// Back in memory, unless every message must stay on disk.
 			p.keep = append(p.keep, spilled{m: m, due: due})
 		default:
@@ -247,7 +252,7 @@ func (ch *Channel) applySpillLocked(p *spillPass, released bool) {
 // deferOnDiskLocked writes the deferred messages of msgs to the side queue
 // before it returns, with the lock released meanwhile, and returns the
 // rest. They count as published to the channel once written.
-func (ch *Channel) deferOnDiskLocked(msgs []*Message, now int64) (ready []*Message, err error) {
+func (ch *Channel) deferOnDiskLocked(msgs []entry, now int64) (ready []entry, err error) {
 	ready, deferred := splitDeferred(msgs, now)
 	if len(deferred) == 0 {
 		return ready, nil
@@ -255,13 +260,13 @@ func (ch *Channel) deferOnDiskLocked(msgs []*Message, now int64) (ready []*Messa
 	ch.claimSpillLocked()
 	ch.unlock()
 	var p spillPass
-	for _, m := range deferred {
-		if err = ch.spill.put(ch, m, m.deferUntil); err != nil {
+	for _, e := range deferred {
+		if err = ch.spill.put(ch, e.own, e.deferredUntil()); err != nil {
 			err = fmt.Errorf("channel %s/%s: deferred message: %w", ch.topicName, ch.name, err)
 			break
 		}
 		p.written++
-		p.noteDue(m.deferUntil)
+		p.noteDue(e.deferredUntil())
 	}
 	ch.mu.Lock()
 	ch.taken += uint64(p.written)
@@ -304,7 +309,7 @@ func (ch *Channel) releaseSpillLocked() {
 // allows, otherwise (via the worker) on disk with its due time.
 func (ch *Channel) deferLocked(m *Message, due int64) {
 	m.deferUntil = 0
-	if !ch.ephemeral && !ch.cfg.guard.admitDeferred(memSize(m)) {
+	if !ch.ephemeral && !ch.cfg.guard.admitDeferred(m.memSize()) {
 		ch.spill.pending = append(ch.spill.pending, spilled{m, due, takeTicket(m)})
 		ch.kickSpillLocked()
 	} else {
@@ -316,7 +321,7 @@ func (ch *Channel) deferLocked(m *Message, due int64) {
 func (ch *Channel) pushDeferredLocked(m *Message, due int64) {
 	m.Due = due
 	ch.deferredPQ.Push(m)
-	ch.cfg.guard.addDeferred(memSize(m))
+	ch.cfg.guard.addDeferred(m.memSize())
 	ch.armLocked(due)
 }
 
@@ -329,7 +334,7 @@ func (ch *Channel) popDueDeferredLocked(now int64) {
 		if !ok {
 			break
 		}
-		ch.cfg.guard.addDeferred(-memSize(m))
+		ch.cfg.guard.addDeferred(-m.memSize())
 		due = append(due, m)
 	}
 	ch.dueLocked(due)
@@ -349,26 +354,26 @@ func (ch *Channel) popDueDeferredLocked(now int64) {
 // room, the rest on disk (a burst of due messages must not blow the memory
 // budget that kept them on disk), written with the lock released.
 func (ch *Channel) dueLocked(msgs []*Message) {
-	var overflow []*Message
+	var overflow []entry
 	for _, m := range msgs {
 		// A held message is in memory already, as a deferred one, and
 		// still on disk: writing it again would only duplicate it.
-		if m.ticket != 0 || (overflow == nil && ch.q.roomLocked(1, memSize(m))) {
-			ch.q.pushBackLocked(m)
+		if m.ticket != 0 || (overflow == nil && ch.q.roomLocked(1, m.memSize())) {
+			ch.q.pushBackLocked(m.entry())
 		} else {
-			overflow = append(overflow, m)
+			overflow = append(overflow, m.entry())
 		}
 	}
 	if len(overflow) == 0 || ch.ephemeral {
-		for _, m := range overflow {
-			ch.q.pushBackLocked(m)
+		for _, e := range overflow {
+			ch.q.pushBackLocked(e)
 		}
 		return
 	}
 	if err := ch.q.writeLocked(overflow); err != nil {
 		ch.log.Error("queueing due deferred messages on disk; keeping them in memory", "topic", ch.topicName, "channel", ch.name, "err", err)
-		for _, m := range overflow {
-			ch.q.pushBackLocked(m)
+		for _, e := range overflow {
+			ch.q.pushBackLocked(e)
 		}
 	}
 }
@@ -378,7 +383,7 @@ func (ch *Channel) dueLocked(msgs []*Message) {
 func (ch *Channel) takeDeferredLocked() []*Message {
 	msgs := ch.deferredPQ.Drain()
 	for _, m := range msgs {
-		ch.cfg.guard.addDeferred(-memSize(m))
+		ch.cfg.guard.addDeferred(-m.memSize())
 	}
 	for _, r := range ch.spill.pending {
 		r.m.Due = r.due

@@ -47,7 +47,7 @@ func (ch *Channel) peekDeferred(n int) []PeekedMessage {
 	slices.SortFunc(all, func(a, b dueMsg) int { return cmp.Compare(a.due, b.due) })
 	out := make([]PeekedMessage, 0, min(n, len(all)))
 	for _, d := range all[:min(n, len(all))] {
-		p := peeked(d.m, d.m.Body)
+		p := peeked(d.m.entry(), d.m.Body)
 		p.Due = d.due
 		out = append(out, p)
 	}
@@ -57,7 +57,7 @@ func (ch *Channel) peekDeferred(n int) []PeekedMessage {
 		_ = spilled.Peek(peekSpillScan, func(rec []byte) bool {
 			m, due, err := decodeDeferred(rec)
 			if err == nil && (len(out) < n || due < out[len(out)-1].Due) {
-				p := peeked(m, m.Body)
+				p := peeked(m.entry(), m.Body)
 				p.Body, p.Due = slices.Clone(p.Body), due
 				i, _ := slices.BinarySearchFunc(out, due, func(a PeekedMessage, d int64) int { return cmp.Compare(a.Due, d) })
 				out = slices.Insert(out, i, p)
@@ -76,7 +76,7 @@ func (ch *Channel) peekInFlight(n int) []PeekedMessage {
 	for _, s := range ch.subs {
 		k := 0
 		for m := s.flight.head; m != nil && k < n; m = m.next {
-			p := peeked(m, m.Body)
+			p := peeked(m.entry(), m.Body)
 			p.Deadline, p.sub = m.Due, s
 			out = append(out, p)
 			k++

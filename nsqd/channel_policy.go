@@ -14,7 +14,7 @@ import "errors"
 // count twice in a channel, so a concurrent publish near the cap may be
 // refused although it would just fit: near the cap the check errs towards
 // "full", never towards an overshoot.
-func reserveChannels(chans []*Channel, msgs []*Message) (release func(), err error) {
+func reserveChannels(chans []*Channel, msgs []entry) (release func(), err error) {
 	for _, ch := range chans {
 		if ch.q.policy().rejects() {
 			return reserveChannelRoom(chans, int64(len(msgs)), bodyBytes(msgs))
@@ -59,7 +59,7 @@ func reserveChannelRoom(chans []*Channel, n, bytes int64) (release func(), err e
 // putFromBacklogWithinCap is putFromBacklog within the channel's cap: a
 // reject_new channel that is full refuses the batch (the topic keeps it
 // and retries).
-func (ch *Channel) putFromBacklogWithinCap(msgs []*Message) (taken int, err error) {
+func (ch *Channel) putFromBacklogWithinCap(msgs []entry) (taken int, err error) {
 	release, err := reserveChannels([]*Channel{ch}, msgs)
 	if err != nil {
 		return 0, err
@@ -77,28 +77,29 @@ func (ch *Channel) putFromBacklogWithinCap(msgs []*Message) (taken int, err erro
 // in flight at a shutdown, or came from an NSQ data dir) leaves for the
 // dead-letter topic instead, from a goroutine of its own since the lock
 // is held here (rare: the usual way out is at REQ or timeout).
-func (ch *Channel) nextLiveLocked() *Message {
+func (ch *Channel) nextLiveLocked() (entry, bool) {
 	p := ch.q.policy()
 	for {
-		m := ch.nextLocked()
+		e, ok := ch.nextLocked()
 		switch {
-		case m == nil || p == nil:
-			return m
-		case p.maxAge > 0 && p.expired(m.Timestamp, ch.cfg.now()):
+		case !ok || p == nil:
+			return e, ok
+		case p.maxAge > 0 && p.expired(e.Timestamp, ch.cfg.now()):
 			ch.q.pol.expired.Add(1)
-			ch.q.discardLocked(m)
-		case outOfAttempts(p, m):
-			go ch.deadLetter([]*Message{m})
+			ch.q.discardLocked(e)
+		case outOfAttempts(p, e.attempts()):
+			go ch.deadLetter([]*Message{e.message()})
 		default:
-			return m
+			return e, true
 		}
 	}
 }
 
-// outOfAttempts reports whether m, back from a consumer (REQ, timeout or
-// disconnect), has had its last allowed delivery and must leave.
-func outOfAttempts(p *queuePolicy, m *Message) bool {
-	return p != nil && p.maxAttempts > 0 && int64(m.Attempts) >= p.maxAttempts
+// outOfAttempts reports whether a copy delivered attempts times, back from
+// a consumer (REQ, timeout or disconnect), has had its last allowed
+// delivery and must leave.
+func outOfAttempts(p *queuePolicy, attempts uint16) bool {
+	return p != nil && p.maxAttempts > 0 && int64(attempts) >= p.maxAttempts
 }
 
 // deadLetter hands messages that ran out of attempts to the dead-letter

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 )
 
 // How a channel's ready queue is filled (put) and emptied (nextLocked and
@@ -26,49 +27,66 @@ const (
 // disk whole: never split, so that it keeps its order and a failed write
 // leaves nothing behind. Deferred messages (DPUB) always go to the
 // channel's deferred queue.
-func (ch *Channel) put(msgs []*Message) error {
+func (ch *Channel) put(msgs []entry) error {
+	_, err := ch.store(msgs)
+	return err
+}
+
+// store is put, reporting whether the channel kept any of msgs in memory
+// (queued, in flight or deferred): when it did not (they are on disk, or
+// it refused them), nothing it holds refers to their cores and bodies.
+// After an error other than errChannelClosed it reports kept, not knowing
+// better.
+func (ch *Channel) store(msgs []entry) (kept bool, err error) {
 	now := ch.cfg.now()
 	ch.mu.Lock()
 	defer ch.unlock()
 	if ch.exiting {
-		return errChannelClosed
+		return false, errChannelClosed
 	}
 	if !ch.q.memAllowed() {
 		// Every publish is on disk before its OK, a deferred one too:
 		// straight to the deferred side queue, with its due time. (A
 		// batch with deferred messages is one DPUB; were it mixed, its
 		// deferred part would stay stored if the rest then failed.)
-		var err error
-		if msgs, err = ch.deferOnDiskLocked(msgs, now); err != nil || len(msgs) == 0 {
-			return err
+		if msgs, err = ch.deferOnDiskLocked(msgs, now); err != nil {
+			return true, err
+		}
+		if len(msgs) == 0 {
+			return false, nil
 		}
 	}
 	if ch.putInMemoryLocked(msgs, now) {
-		return nil
+		return true, nil
 	}
-	toDisk := make([]*Message, 0, len(msgs))
-	for _, m := range msgs {
-		if m.deferUntil <= now {
-			toDisk = append(toDisk, m)
-		}
-	}
+	toDisk := readyOnes(msgs, now)
 	if err := ch.q.writeLocked(toDisk); err != nil {
 		if ch.exiting {
-			return errChannelClosed
+			return false, errChannelClosed
 		}
 		ch.logf(slog.LevelError, "CHANNEL(%s): failed to write message to backend - %s", ch.name, err)
-		return fmt.Errorf("channel %s/%s: %w", ch.topicName, ch.name, err)
+		return true, fmt.Errorf("channel %s/%s: %w", ch.topicName, ch.name, err)
 	}
 	ch.acceptLocked(msgs, now, false)
 	ch.fillAllLocked()
 	ch.dropOldestLocked()
-	return nil
+	return len(toDisk) < len(msgs), nil // the deferred ones are kept
+}
+
+// readyOnes is the messages of msgs not deferred past now: msgs itself
+// when none is (the usual case), else a new slice.
+func readyOnes(msgs []entry, now int64) []entry {
+	if !slices.ContainsFunc(msgs, func(e entry) bool { return e.deferredUntil() > now }) {
+		return msgs
+	}
+	ready, _ := splitDeferred(msgs, now)
+	return ready
 }
 
 // putWithoutDisk is put for a batch that fits in memory. When it would have
 // to be written to disk it does nothing and reports needsDisk, so that
 // fan-out can do the channels that need the disk in parallel (with put).
-func (ch *Channel) putWithoutDisk(msgs []*Message) (needsDisk bool, err error) {
+func (ch *Channel) putWithoutDisk(msgs []entry) (needsDisk bool, err error) {
 	now := ch.cfg.now()
 	ch.mu.Lock()
 	defer ch.unlock()
@@ -80,7 +98,7 @@ func (ch *Channel) putWithoutDisk(msgs []*Message) (needsDisk bool, err error) {
 
 // putInMemoryLocked takes msgs if the ready ones fit in memory (or there
 // are none) and reports whether it did.
-func (ch *Channel) putInMemoryLocked(msgs []*Message, now int64) bool {
+func (ch *Channel) putInMemoryLocked(msgs []entry, now int64) bool {
 	ready, readyBytes := countReady(msgs, now)
 	if ready != 0 && !ch.fitsLocked(ready, readyBytes) {
 		return false
@@ -106,7 +124,7 @@ func (ch *Channel) dropOldestLocked() {
 // many of msgs (a prefix) it took: the topic keeps the batch on its disk
 // until the channel has taken all of it, so nothing depends on this
 // channel's disk meanwhile.
-func (ch *Channel) putFromBacklog(msgs []*Message) (taken int, err error) {
+func (ch *Channel) putFromBacklog(msgs []entry) (taken int, err error) {
 	if err = ch.put(msgs); err == nil || errors.Is(err, errChannelClosed) {
 		return len(msgs), err
 	}
@@ -116,14 +134,17 @@ func (ch *Channel) putFromBacklog(msgs []*Message) (taken int, err error) {
 	if ch.exiting || ch.paused.Load() || ch.q.lenLocked() > 0 || ch.q.diskBusyLocked() {
 		return 0, err
 	}
-	for taken < len(msgs) && msgs[taken].deferUntil <= now {
+	for taken < len(msgs) && msgs[taken].deferredUntil() <= now {
 		s := ch.readySubLocked()
 		if s == nil {
 			break
 		}
 		ch.taken++
-		msgs[taken].deferUntil = 0
-		ch.deliverLocked(msgs[taken], s, now)
+		e := msgs[taken]
+		if e.own != nil {
+			e.own.deferUntil = 0
+		}
+		ch.deliverLocked(e, s, now)
 		taken++
 	}
 	return taken, err
@@ -131,23 +152,23 @@ func (ch *Channel) putFromBacklog(msgs []*Message) (taken int, err error) {
 
 // splitDeferred separates the messages of msgs that are deferred past now
 // from the ready ones.
-func splitDeferred(msgs []*Message, now int64) (ready, deferred []*Message) {
-	for _, m := range msgs {
-		if m.deferUntil > now {
-			deferred = append(deferred, m)
+func splitDeferred(msgs []entry, now int64) (ready, deferred []entry) {
+	for _, e := range msgs {
+		if e.deferredUntil() > now {
+			deferred = append(deferred, e)
 		} else {
-			ready = append(ready, m)
+			ready = append(ready, e)
 		}
 	}
 	return ready, deferred
 }
 
 // countReady counts the messages of msgs that are not deferred, and their bytes.
-func countReady(msgs []*Message, now int64) (n, bytes int64) {
-	for _, m := range msgs {
-		if m.deferUntil <= now {
+func countReady(msgs []entry, now int64) (n, bytes int64) {
+	for _, e := range msgs {
+		if e.deferredUntil() <= now {
 			n++
-			bytes += memSize(m)
+			bytes += e.memSize()
 		}
 	}
 	return n, bytes
@@ -172,42 +193,43 @@ func (ch *Channel) fitsLocked(n, bytes int64) bool {
 }
 
 // acceptLocked takes msgs in: deferred ones to the deferred queue, ready
-// ones (unless onDisk, where they already are) to subscribers or memory.
-func (ch *Channel) acceptLocked(msgs []*Message, now int64, toMemory bool) {
+// ones (unless !toMemory: they are on disk already) to subscribers or
+// memory. A deferred copy always has its own state (its due time is
+// there).
+func (ch *Channel) acceptLocked(msgs []entry, now int64, toMemory bool) {
 	ch.taken += uint64(len(msgs))
-	for _, m := range msgs {
-		if m.deferUntil > now {
-			ch.deferLocked(m, m.deferUntil)
+	for _, e := range msgs {
+		if due := e.deferredUntil(); due > now {
+			ch.deferLocked(e.own, due)
 			continue
+		} else if due != 0 {
+			e.own.deferUntil = 0
 		}
-		m.deferUntil = 0
 		if !toMemory {
 			continue
 		}
 		if ch.q.lenLocked() == 0 && !ch.paused.Load() {
 			if s := ch.readySubLocked(); s != nil {
-				ch.deliverLocked(m, s, now)
+				ch.deliverLocked(e, s, now)
 				continue
 			}
 		}
-		ch.q.pushBackLocked(m)
+		ch.q.pushBackLocked(e)
 	}
 }
 
-// nextLocked pops the next ready message, or returns nil. When memory runs
+// nextLocked pops the next ready message; ok is false when there is none
+// in memory. When memory runs
 // low and the disk has more, it claims the disk's read side: the goroutine
 // that holds the lock fetches the next batch once it has released it
 // (unlock), so a publisher or a FIN pays for the read it caused, without
 // the lock and without a hand-off to another goroutine.
-func (ch *Channel) nextLocked() *Message {
-	m, ok := ch.q.popFrontLocked()
+func (ch *Channel) nextLocked() (entry, bool) {
+	e, ok := ch.q.popFrontLocked()
 	if ch.q.lenLocked() < readAheadLow && !ch.exiting && ch.q.beginReadLocked() {
 		ch.readClaimed = true
 	}
-	if !ok {
-		return nil
-	}
-	return m
+	return e, ok
 }
 
 // readAhead moves batches from disk into memory while subscribers are
@@ -220,7 +242,7 @@ func (ch *Channel) readAhead() {
 		ch.mu.Lock()
 		n, maxBytes := ch.readAheadBudgetLocked()
 		ch.unlock()
-		var msgs []*Message
+		var msgs []entry
 		if n > 0 && maxBytes > 0 {
 			msgs = ch.q.read(n, maxBytes, ch.logCorrupt)
 		}

@@ -74,12 +74,12 @@ func (s *Subscription) Unsubscribe() {
 	p := ch.q.policy()
 	for _, m := range s.flight.takeAll() {
 		ch.leftFlightLocked(m)
-		if outOfAttempts(p, m) {
+		if outOfAttempts(p, m.Attempts) {
 			dead = append(dead, m)
 			continue
 		}
 		ch.observeReturned(m)
-		ch.q.pushFrontLocked(m)
+		ch.q.pushFrontLocked(m.entry())
 	}
 	s.inFlight.Store(0)
 	ch.fillAllLocked()
@@ -122,6 +122,7 @@ func (s *Subscription) Finish(id MessageID) error {
 		ch.e2e.observe(ch.cfg.now() - m.Timestamp)
 	}
 	ch.dropLocked(m)
+	m.recycle()
 	ch.fillLocked(s)
 	ch.unlock()
 	ch.observeFinished(id)
@@ -146,7 +147,8 @@ func (ch *Channel) observeReturned(m *Message) {
 }
 
 // dropLocked is the end of m in this channel (FIN'd, or discarded): its
-// held record, if any, is released once the lock is gone (unlock).
+// held record, if any, is released once the lock is gone (unlock). m is
+// nil for a copy without state of its own, which holds nothing.
 func (ch *Channel) dropLocked(m *Message) {
 	if h := takeTicket(m); h != 0 {
 		ch.releases = append(ch.releases, h)
@@ -165,7 +167,7 @@ func (s *Subscription) Requeue(id MessageID, delay time.Duration) error {
 	}
 	ch.requeueCount.Add(1)
 	s.requeued.Add(1)
-	if outOfAttempts(ch.q.policy(), m) {
+	if outOfAttempts(ch.q.policy(), m.Attempts) {
 		ch.fillAllLocked()
 		ch.unlock()
 		ch.deadLetter([]*Message{m})
@@ -184,7 +186,7 @@ func (s *Subscription) Requeue(id MessageID, delay time.Duration) error {
 	} else {
 		// Behind what waits in memory, as NSQ puts it: a consumer that
 		// REQs a message it cannot take now gets the others first.
-		ch.q.pushBackLocked(m)
+		ch.q.pushBackLocked(m.entry())
 	}
 	ch.fillAllLocked()
 	return nil

@@ -28,12 +28,13 @@ type client struct {
 	reader *bufio.Reader
 	// paramBuf holds the parameters of a command with a body while the body
 	// is read (see detachParams); only the reader goroutine uses it, as it
-	// does lastPubTopic, oneBody and mpubWalk (see pubTopic, publishOne and
-	// mpubArriving).
+	// does lastPubTopic, oneBody, mpubWalk and mpubBufs (see pubTopic,
+	// publishOne, mpubArriving and readSizedBody).
 	paramBuf     [paramScratchLen]byte
 	lastPubTopic string
 	oneBody      [1][]byte
 	mpubWalk     mpubWalk
+	mpubBufs     *pubBuffers // the buffers of the MPUB being read
 	remoteAddr   string
 	connectTS    time.Time
 

@@ -80,7 +80,9 @@ type commandSpec struct {
 	limit      func(l *clientLimits) int64 // max body (or message) size
 	// arriving, if set, checks a body of the given size as it arrives.
 	arriving func(c *client, size int) bodyCheck
-	run      func(c *client, params [][]byte, body []byte) ([]byte, error)
+	// pooledBody: the body is read into the command's pubBuffers (c.mpubBufs).
+	pooledBody bool
+	run        func(c *client, params [][]byte, body []byte) ([]byte, error)
 	// runFailCode, if set, turns an error from run that is not already a
 	// protocol error into a non-fatal "<code> <CMD> <param> failed <err>"
 	// (FIN, REQ, TOUCH).
@@ -109,7 +111,7 @@ var commands = map[string]*commandSpec{
 		body: lengthPrefixedBody, oneMessage: true, bodyCode: "E_BAD_MESSAGE", failCode: "E_DPUB_FAILED", limit: maxMsgSize, run: (*client).dpub},
 	"MPUB": {states: inAny, minParams: 1, paramsMsg: "insufficient number of parameters", check: checkTopic, auth: authTopic, authBeforeBody: true,
 		body: lengthPrefixedBody, bodyCode: "E_BAD_BODY", failCode: "E_MPUB_FAILED", limit: maxBodySize,
-		arriving: (*client).mpubArriving, run: (*client).mpub},
+		arriving: (*client).mpubArriving, pooledBody: true, run: (*client).mpub},
 }
 
 func init() {
@@ -336,7 +338,15 @@ func (c *client) readSizedBody(spec *commandSpec) ([]byte, error) {
 	if spec.arriving != nil {
 		check = spec.arriving(c, int(size))
 	}
-	body, err := readBody(c.d.lifetime(), c.reader, int64(size), limit, c.d.unfinishedBodies(), check)
+	var into []byte
+	if spec.pooledBody {
+		c.mpubBufs = pubBufferPool.Get().(*pubBuffers)
+		into = c.mpubBufs.bodyFor(int(size))
+	}
+	body, err := readBody(c.d.lifetime(), c.reader, int64(size), limit, c.d.unfinishedBodies(), check, into)
+	if err != nil && c.mpubBufs != nil {
+		c.takePubBuffers().release()
+	}
 	switch {
 	case err == nil:
 		return body, nil
@@ -517,13 +527,15 @@ func (c *client) pubTopic(p []byte) string {
 // publishOne publishes a single body without allocating a slice for it.
 func (c *client) publishOne(cmd, code, topicName string, body []byte, deferFor time.Duration) ([]byte, error) {
 	c.oneBody[0] = body
-	resp, err := c.publish(cmd, code, topicName, c.oneBody[:], deferFor)
+	resp, err := c.publish(cmd, code, topicName, c.oneBody[:], deferFor, nil)
 	c.oneBody[0] = nil // the message holds the body now; don't pin it here
 	return resp, err
 }
 
-func (c *client) publish(cmd, code, topicName string, bodies [][]byte, deferFor time.Duration) ([]byte, error) {
-	if err := c.d.publishTo(c.d.lifetime(), topicName, bodies, deferFor, publishSource{secret: c.authz.secretValue()}); err != nil {
+// publish publishes bodies read into pb (nil: not an MPUB's buffers).
+func (c *client) publish(cmd, code, topicName string, bodies [][]byte, deferFor time.Duration, pb *pubBuffers) ([]byte, error) {
+	src := publishSource{secret: c.authz.secretValue(), bufs: pb}
+	if err := c.d.publishTo(c.d.lifetime(), topicName, bodies, deferFor, src); err != nil {
 		return nil, wire.NewFatalClientErr(code, "%s failed %s", cmd, err).WithParent(err)
 	}
 	c.recordPub(topicName, len(bodies))
@@ -544,11 +556,21 @@ func (c *client) mpubArriving(size int) bodyCheck {
 // mpub parses every part before it creates the topic or queues anything
 // (docs/protocol.md#mpub), so a bad body changes nothing.
 func (c *client) mpub(params [][]byte, body []byte) ([]byte, error) {
-	parts, err := splitMPUB(body, c.mpubLimits(), "MPUB")
+	pb := c.takePubBuffers()
+	defer pb.release()
+	parts, err := splitMPUBInto(pb.parts, body, c.mpubLimits(), "MPUB")
+	pb.parts = parts
 	if err != nil {
 		return nil, err
 	}
-	return c.publish("MPUB", "E_MPUB_FAILED", c.pubTopic(params[1]), packBodies(parts, body), 0)
+	return c.publish("MPUB", "E_MPUB_FAILED", c.pubTopic(params[1]), packBodies(parts, body), 0, pb)
+}
+
+// takePubBuffers takes the buffers the MPUB being read got (c.mpubBufs).
+func (c *client) takePubBuffers() *pubBuffers {
+	pb := c.mpubBufs
+	c.mpubBufs = nil
+	return pb
 }
 
 // cleanup runs when the read loop ends.

@@ -38,11 +38,13 @@ const outChunkLen = 64
 // outMsg is a message frame waiting to be written: its header encoded at
 // delivery, under the channel lock, because the Message's delivery state
 // (attempts) changes when it is redelivered — possibly while this copy
-// still waits here — and the body, immutable and shared. msg and
-// deliveredAt are for telling the message when its frame was flushed
-// (Message.markSent), the one thing the writer may set on it.
+// still waits here — and the body, immutable and shared. msg, delivery
+// and deliveredAt are for telling the message when the frame of this
+// delivery was flushed (Message.markSent), the one thing the writer may
+// set on it.
 type outMsg struct {
 	hdr         [frameHeaderLen]byte
+	delivery    uint32
 	body        []byte
 	msg         *Message
 	deliveredAt int64
@@ -81,6 +83,7 @@ func (c *client) Deliver(m *Message) (send bool) {
 	tail.n++
 	encodeMessageFrame(&om.hdr, m)
 	om.body, om.msg, om.deliveredAt = m.Body, m, m.deliveredAt
+	om.delivery = uint32(m.sent.Load() >> 32)
 	send = !c.writing
 	c.writing = true
 	c.outMu.Unlock()
@@ -96,7 +99,7 @@ func encodeMessageFrame(hdr *[frameHeaderLen]byte, m *Message) {
 	size := uint32(4 + messageHeaderLen + len(m.Body))
 	hdr[0], hdr[1], hdr[2], hdr[3] = byte(size>>24), byte(size>>16), byte(size>>8), byte(size)
 	hdr[4], hdr[5], hdr[6], hdr[7] = 0, 0, 0, byte(wire.FrameTypeMessage)
-	m.encodeHeader((*[messageHeaderLen]byte)(hdr[8:]))
+	m.putHeader((*[messageHeaderLen]byte)(hdr[8:]), m.Attempts)
 }
 
 // writeOutbox writes what is queued, then what was queued meanwhile, and
@@ -155,7 +158,7 @@ func (l *outList) release(sent bool, now int64) {
 		for i := range chunk.msgs[:chunk.n] {
 			om := &chunk.msgs[i]
 			if sent {
-				om.msg.markSent(om.deliveredAt, now)
+				om.msg.markSent(om.delivery, om.deliveredAt, now)
 			}
 			*om = outMsg{}
 		}

@@ -50,7 +50,7 @@ func benchmarkDeliver(b *testing.B, size, window int) {
 	msgs := make([]Message, window)
 	body := make([]byte, size)
 	for i := range msgs {
-		msgs[i] = Message{ID: MessageID{'0', byte(i)}, Body: body, Timestamp: 1}
+		msgs[i] = Message{msgCore: &msgCore{ID: MessageID{'0', byte(i)}, Body: body, Timestamp: 1}}
 	}
 	b.ReportAllocs()
 	b.SetBytes(int64(size))

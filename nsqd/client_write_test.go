@@ -77,17 +77,15 @@ func TestBatchSharesOneWrite(t *testing.T) {
 	s.SetReady(batch)
 	for round := 1; round <= 3; round++ {
 		before := conn.writes.Load()
-		msgs := make([]*Message, batch)
-		for i := range msgs {
-			w.nextID++
-			msgs[i] = &Message{Body: []byte{'m', byte(i)}, Timestamp: w.clock.Now()}
-			binary.BigEndian.PutUint64(msgs[i].ID[8:], w.nextID)
+		bodies := make([][]byte, batch)
+		for i := range bodies {
+			bodies[i] = []byte{'m', byte(i)}
 		}
-		if err := w.topic.Put(msgs); err != nil {
+		ids, err := w.put(bodies, 0)
+		if err != nil {
 			t.Fatal(err)
 		}
-		bodies := readFrames(t, peer, batch)
-		for i, b := range bodies {
+		for i, b := range readFrames(t, peer, batch) {
 			if b != string([]byte{'m', byte(i)}) {
 				t.Fatalf("round %d: frame %d is %q", round, i, b)
 			}
@@ -95,8 +93,8 @@ func TestBatchSharesOneWrite(t *testing.T) {
 		if n := conn.writes.Load() - before; n != 1 {
 			t.Errorf("round %d: %d messages delivered at once took %d writes, want 1", round, batch, n)
 		}
-		for _, m := range msgs {
-			if err := s.Finish(m.ID); err != nil {
+		for _, id := range ids {
+			if err := s.Finish(id); err != nil {
 				t.Fatalf("round %d: FIN: %v", round, err)
 			}
 		}
@@ -111,13 +109,11 @@ func TestSendAfterTheBatch(t *testing.T) {
 	w := newQueueWorld(t, "t")
 	_, _, a := w.subscribe(t, "c", 100)
 	_, _, b := w.subscribe(t, "c", 100)
-	msgs := make([]*Message, 10)
-	for i := range msgs {
-		w.nextID++
-		msgs[i] = &Message{Body: []byte("m"), Timestamp: w.clock.Now()}
-		binary.BigEndian.PutUint64(msgs[i].ID[8:], w.nextID)
+	bodies := make([][]byte, 10)
+	for i := range bodies {
+		bodies[i] = []byte("m")
 	}
-	if err := w.topic.Put(msgs); err != nil {
+	if _, err := w.put(bodies, 0); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []*fakeConsumer{a, b} {

@@ -1,7 +1,6 @@
 package nsqd
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -47,7 +46,7 @@ func openDeferredStore(cfg *queueConfig, name string) (*diskqueue.Queue, error) 
 }
 
 // saveDeferredTo appends msgs, each with its due time, to the side queue name.
-func saveDeferredTo(cfg *queueConfig, name string, msgs []*Message, due func(*Message) int64) error {
+func saveDeferredTo(cfg *queueConfig, name string, msgs []entry, due func(entry) int64) error {
 	if len(msgs) == 0 {
 		return nil
 	}
@@ -56,10 +55,8 @@ func saveDeferredTo(cfg *queueConfig, name string, msgs []*Message, due func(*Me
 		return err
 	}
 	recs := make([][]byte, len(msgs))
-	for i, m := range msgs {
-		b := make([]byte, deferredRecordPrefix, deferredRecordPrefix+messageHeaderLen+len(m.Body))
-		binary.BigEndian.PutUint64(b, uint64(due(m)))
-		recs[i] = m.appendEncoded(b)
+	for i, e := range msgs {
+		recs[i] = encodeDeferred(e, due(e))
 	}
 	return errors.Join(q.PutBatch(recs), q.Close())
 }
@@ -83,14 +80,11 @@ func loadDeferredFrom(cfg *queueConfig, name string, put func(m *Message, due in
 			_ = q.Close()
 			return fmt.Errorf("read deferred: %w", err)
 		}
-		if len(rec) < deferredRecordPrefix {
-			continue
-		}
-		m, err := decodeMessage(rec[deferredRecordPrefix:])
+		m, due, err := decodeDeferred(rec)
 		if err != nil {
 			continue
 		}
-		put(m, int64(binary.BigEndian.Uint64(rec)))
+		put(m, due)
 	}
 	return q.Delete()
 }

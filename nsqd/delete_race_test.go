@@ -75,7 +75,7 @@ func queued(t *testing.T, b backendQueue) map[int64]bool {
 	t.Helper()
 	got := map[int64]bool{}
 	err := b.Peek(1<<30, func(rec []byte) bool {
-		m, err := decodeMessage(rec)
+		m, err := decodeEntry(rec)
 		if err != nil {
 			t.Errorf("undecodable record: %v", err)
 			return false

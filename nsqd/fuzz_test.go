@@ -497,7 +497,7 @@ func FuzzHTTPPub(f *testing.F) {
 		src := []func(io.Reader) io.Reader{
 			func(r io.Reader) io.Reader { return r }, iotest.OneByteReader, iotest.HalfReader,
 		}[int(pieces)%3](bytes.NewReader(body))
-		got, err := readBody(context.Background(), src, size, limit, n.guard.bodies, nil)
+		got, err := readBody(context.Background(), src, size, limit, n.guard.bodies, nil, nil)
 		switch {
 		case int64(len(body)) > limit && chunked:
 			if !errors.Is(err, errBodyTooBig) {

@@ -49,6 +49,19 @@ func startDaemon(t *testing.T, o *Options) *testDaemon {
 
 func (d *testDaemon) stop() { testutil.Shutdown(d.t, d.NSQD) }
 
+// topicWithChannel gets (creating them) topic and its channel.
+func (d *testDaemon) topicWithChannel(topic, channel string) *Topic {
+	d.t.Helper()
+	tp, err := d.GetTopic(topic)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	if _, err := tp.GetChannel(channel); err != nil {
+		d.t.Fatal(err)
+	}
+	return tp
+}
+
 func (d *testDaemon) url(path string) string { return "http://" + d.http + path }
 
 // do sends an HTTP request and returns status and body.

@@ -231,7 +231,7 @@ func (s *httpServer) readRequestBody(r *http.Request, limit int64, tooBig string
 	if r.ContentLength > limit {
 		return nil, apiErr(http.StatusRequestEntityTooLarge, tooBig)
 	}
-	body, err := readBody(r.Context(), r.Body, r.ContentLength, limit, s.n.guard.bodies, nil)
+	body, err := readBody(r.Context(), r.Body, r.ContentLength, limit, s.n.guard.bodies, nil, nil)
 	switch {
 	case err == nil:
 		return body, nil

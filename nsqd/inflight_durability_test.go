@@ -23,13 +23,7 @@ func TestCrashKeepsUnfinishedMessages(t *testing.T) {
 	o.MemQueueSize = 0
 	o.SyncEvery = 1
 	d := startDaemon(t, o)
-	tp, err := d.GetTopic("t")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tp.GetChannel("c"); err != nil {
-		t.Fatal(err)
-	}
+	tp := d.topicWithChannel("t", "c")
 	const total = 300
 	var all []string
 	for i := 0; i < total; i += 50 {

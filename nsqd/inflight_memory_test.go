@@ -27,13 +27,7 @@ func TestInFlightCountsAgainstMemoryBudget(t *testing.T) {
 	o.MemQueueSize = 0
 	o.MaxMemoryQueueBytes = budget
 	d := startDaemon(t, o)
-	tp, err := d.GetTopic("big")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tp.GetChannel("c"); err != nil {
-		t.Fatal(err)
-	}
+	tp := d.topicWithChannel("big", "c")
 	var want []string
 	for i := 0; i < total; i += 100 {
 		var batch [][]byte

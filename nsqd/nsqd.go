@@ -599,6 +599,13 @@ func (n *NSQD) persistLoop() {
 
 // publish assigns IDs and timestamps to bodies and puts them on the topic.
 func (n *NSQD) publish(t *Topic, bodies [][]byte, deferFor time.Duration) error {
+	return n.publishWith(t, bodies, deferFor, nil)
+}
+
+// publishWith is publish through an MPUB's buffers (nil: none): the
+// messages' cores and entries come from pb, and when the topic keeps any
+// of them, pb lets go of what they hold (pubBuffers.detachKept).
+func (n *NSQD) publishWith(t *Topic, bodies [][]byte, deferFor time.Duration, pb *pubBuffers) error {
 	if n.Draining() {
 		return errDraining
 	}
@@ -612,15 +619,21 @@ func (n *NSQD) publish(t *Topic, bodies [][]byte, deferFor time.Duration) error 
 	if deferFor > 0 {
 		due = dueAfter(now, deferFor)
 	}
-	msgs := newBatch(len(bodies))
+	msgs := pb.newBatch(len(bodies))
 	for i, b := range bodies {
-		m := msgs[i]
-		m.ID = n.ids.id(start + uint64(i))
-		m.Body = b
-		m.Timestamp = now
-		m.deferUntil = due
+		e := &msgs[i]
+		e.ID = n.ids.id(start + uint64(i))
+		e.Body = b
+		e.Timestamp = now
+		if due != 0 {
+			e.own = &Message{msgCore: e.msgCore, deferUntil: due}
+		}
 	}
-	if err := t.Put(msgs); err != nil {
+	kept, err := t.put(msgs, true)
+	if kept {
+		pb.detachKept()
+	}
+	if err != nil {
 		n.setHealth(err)
 		return err
 	}
@@ -633,6 +646,9 @@ func (n *NSQD) publish(t *Topic, bodies [][]byte, deferFor time.Duration) error 
 type publishSource struct {
 	secret    string // the publisher's auth secret, which this node has checked
 	forwarded bool   // another node forwarded the publish here
+	// bufs are the buffers of the TCP MPUB the bodies were read into (nil:
+	// none), which the messages' cores and entries come from too.
+	bufs *pubBuffers
 }
 
 // publishTo is the one way in for a publish to a topic by name, whoever
@@ -648,6 +664,7 @@ func (n *NSQD) publishTo(ctx context.Context, name string, bodies [][]byte, defe
 		if len(bodies) == 0 {
 			return nil
 		}
+		src.bufs.detachKept() // the replication layer may hold on to the bodies
 		return n.publishReplicated(ctx, r, name, bodies, deferFor, src)
 	}
 	for i := 0; ; i++ {
@@ -655,7 +672,7 @@ func (n *NSQD) publishTo(ctx context.Context, name string, bodies [][]byte, defe
 		if err != nil || len(bodies) == 0 {
 			return err
 		}
-		err = n.publish(t, bodies, deferFor)
+		err = n.publishWith(t, bodies, deferFor, src.bufs)
 		if err == nil || !errors.Is(err, errExiting) || !t.ephemeral || n.exiting() || i >= ephemeralRetries {
 			return err
 		}

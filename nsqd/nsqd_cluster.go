@@ -240,14 +240,16 @@ func (h clusterHost) channel(t *Topic, name string, fresh bool) (*Channel, error
 	return ch, nil
 }
 
-func localMessages(in []replication.Message) []*Message {
+func localMessages(in []replication.Message) []entry {
 	msgs := newBatch(len(in))
 	for i, m := range in {
-		msgs[i].ID = MessageID(m.ID)
-		msgs[i].Body = m.Body
-		msgs[i].Timestamp = m.Timestamp
-		msgs[i].deferUntil = m.Due
-		msgs[i].Attempts = m.Attempts
+		e := &msgs[i]
+		e.ID = MessageID(m.ID)
+		e.Body = m.Body
+		e.Timestamp = m.Timestamp
+		if m.Due != 0 || m.Attempts != 0 {
+			e.own = &Message{msgCore: e.msgCore, deferUntil: m.Due, Attempts: m.Attempts}
+		}
 	}
 	return msgs
 }

@@ -9,8 +9,6 @@ import (
 	"github.com/nsqgo/nsq/internal/diskqueue"
 )
 
-func memSize(m *Message) int64 { return int64(len(m.Body)) + messageOverhead }
-
 // msgQueue holds the ready messages of a topic (its backlog, waiting for
 // channels) or of a channel (waiting for a consumer): a memory deque in
 // front of a disk queue, with the bytes they hold counted.
@@ -40,7 +38,7 @@ type msgQueue struct {
 	// when it is FIN'd, so that a crash loses none in flight).
 	ticketedReads bool
 
-	mem      deque.Deque[*Message]
+	mem      deque.Deque[entry]
 	memBytes int64
 	reported int64 // memBytes as last added to the daemon-wide total
 	writes   int   // disk writes planned and not yet committed
@@ -71,8 +69,12 @@ func (q *msgQueue) releaseTicket(ticket uint64) {
 	}
 }
 
-// takeTicket detaches m's ticket, for releaseTicket once the lock is gone.
+// takeTicket detaches m's ticket, for releaseTicket once the lock is gone;
+// m may be nil (a copy with no state of its own holds no ticket).
 func takeTicket(m *Message) uint64 {
+	if m == nil {
+		return 0
+	}
 	t := m.ticket
 	m.ticket = 0
 	return t
@@ -109,22 +111,22 @@ func (q *msgQueue) roomLocked(n, bytes int64) bool {
 // Topic.unlock): a batch of 200 costs two atomic operations, not 400 on a
 // cache line that every core's queues share.
 
-func (q *msgQueue) pushBackLocked(m *Message) {
-	q.mem.PushBack(m)
-	q.memBytes += memSize(m)
+func (q *msgQueue) pushBackLocked(e entry) {
+	q.mem.PushBack(e)
+	q.memBytes += e.memSize()
 }
 
-func (q *msgQueue) pushFrontLocked(m *Message) {
-	q.mem.PushFront(m)
-	q.memBytes += memSize(m)
+func (q *msgQueue) pushFrontLocked(e entry) {
+	q.mem.PushFront(e)
+	q.memBytes += e.memSize()
 }
 
-func (q *msgQueue) popFrontLocked() (*Message, bool) {
-	m, ok := q.mem.PopFront()
+func (q *msgQueue) popFrontLocked() (entry, bool) {
+	e, ok := q.mem.PopFront()
 	if ok {
-		q.memBytes -= memSize(m)
+		q.memBytes -= e.memSize()
 	}
-	return m, ok
+	return e, ok
 }
 
 // settleLocked publishes memory's length and bytes.
@@ -141,22 +143,22 @@ func (q *msgQueue) settleLocked() {
 }
 
 // takeLocked pops up to n messages from memory.
-func (q *msgQueue) takeLocked(n int) []*Message {
+func (q *msgQueue) takeLocked(n int) []entry {
 	n = min(n, q.mem.Len())
 	if n == 0 {
 		return nil
 	}
-	out := make([]*Message, 0, n)
+	out := make([]entry, 0, n)
 	for len(out) < n {
-		m, _ := q.popFrontLocked()
-		out = append(out, m)
+		e, _ := q.popFrontLocked()
+		out = append(out, e)
 	}
 	q.settleLocked()
 	return out
 }
 
 // putBackLocked returns msgs, taken from the front, to the front in order.
-func (q *msgQueue) putBackLocked(msgs []*Message) {
+func (q *msgQueue) putBackLocked(msgs []entry) {
 	for i := len(msgs) - 1; i >= 0; i-- {
 		q.pushFrontLocked(msgs[i])
 	}
@@ -164,7 +166,7 @@ func (q *msgQueue) putBackLocked(msgs []*Message) {
 }
 
 // takeMemLocked empties memory and returns what it held.
-func (q *msgQueue) takeMemLocked() []*Message {
+func (q *msgQueue) takeMemLocked() []entry {
 	out := q.mem.Drain()
 	q.memBytes = 0
 	q.settleLocked()
@@ -183,7 +185,7 @@ func (q *msgQueue) beginWriteLocked() { q.writes++ }
 
 // write stores msgs on disk. The owner's lock must not be held: see
 // writeLocked.
-func (q *msgQueue) write(msgs []*Message) error {
+func (q *msgQueue) write(msgs []entry) error {
 	if len(msgs) == 0 {
 		return nil
 	}
@@ -215,8 +217,8 @@ func (q *msgQueue) beginReadLocked() bool {
 // read takes up to n records, and at most about maxBytes, off the disk.
 // Undecodable records are skipped, each reported to corrupt. The owner's
 // lock must not be held; beginReadLocked must have returned true.
-func (q *msgQueue) read(n int, maxBytes int64, corrupt func(error)) []*Message {
-	var out []*Message
+func (q *msgQueue) read(n int, maxBytes int64, corrupt func(error)) []entry {
+	var out []entry
 	var bytes int64
 	for len(out) < n && bytes < maxBytes {
 		var rec []byte
@@ -234,17 +236,20 @@ func (q *msgQueue) read(n int, maxBytes int64, corrupt func(error)) []*Message {
 			break
 		}
 		q.noteDiskRead(rec)
-		m, err := decodeMessage(rec)
+		e, err := decodeEntry(rec)
 		if err != nil {
 			corrupt(err)
 			q.releaseTicket(uint64(ticket) + 1)
 			continue
 		}
 		if q.ticketedReads {
-			m.ticket = uint64(ticket) + 1
+			if e.own == nil {
+				e.own = &Message{msgCore: e.msgCore}
+			}
+			e.own.ticket = uint64(ticket) + 1
 		}
-		out = append(out, m)
-		bytes += memSize(m)
+		out = append(out, e)
+		bytes += e.memSize()
 		q.transit.Add(1)
 	}
 	return out
@@ -253,9 +258,9 @@ func (q *msgQueue) read(n int, maxBytes int64, corrupt func(error)) []*Message {
 // endReadLocked puts what read returned behind what memory holds (it is
 // newer: memory only holds messages older than the disk's) and, with
 // done, gives up the read side.
-func (q *msgQueue) endReadLocked(msgs []*Message, done bool) {
-	for _, m := range msgs {
-		q.pushBackLocked(m)
+func (q *msgQueue) endReadLocked(msgs []entry, done bool) {
+	for _, e := range msgs {
+		q.pushBackLocked(e)
 	}
 	q.settleLocked()
 	q.transit.Add(-int64(len(msgs)))
@@ -277,7 +282,7 @@ func (q *msgQueue) waitIdleLocked() {
 // writeLocked stores msgs on disk. It is called with the owner's lock
 // held and releases it for the I/O; meanwhile the queue counts as having
 // a disk part, so that later messages queue behind these.
-func (q *msgQueue) writeLocked(msgs []*Message) error {
+func (q *msgQueue) writeLocked(msgs []entry) error {
 	q.beginWriteLocked()
 	q.settleLocked()
 	q.idle.L.Unlock()
@@ -324,10 +329,10 @@ var encodedBatches = sync.Pool{New: func() any { return new(encodedBatch) }}
 
 // encodeBatch encodes msgs as disk records in one buffer; release gives it
 // back once the records are written.
-func encodeBatch(msgs []*Message) *encodedBatch {
+func encodeBatch(msgs []entry) *encodedBatch {
 	size := 0
-	for _, m := range msgs {
-		size += messageHeaderLen + len(m.Body)
+	for _, e := range msgs {
+		size += messageHeaderLen + len(e.Body)
 	}
 	var enc *encodedBatch
 	if size <= maxPooledBatch {
@@ -339,9 +344,9 @@ func encodeBatch(msgs []*Message) *encodedBatch {
 		enc.buf = make([]byte, 0, size)
 	}
 	buf, recs := enc.buf[:0], enc.recs[:0]
-	for _, m := range msgs {
+	for _, e := range msgs {
 		start := len(buf)
-		buf = m.appendEncoded(buf)
+		buf = e.appendEncoded(buf)
 		recs = append(recs, buf[start:len(buf):len(buf)])
 	}
 	enc.buf, enc.recs = buf, recs

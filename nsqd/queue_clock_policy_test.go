@@ -264,7 +264,7 @@ func TestUnitPolicyMaxAttempts(t *testing.T) {
 			if tc.requeue {
 				round = 10 * time.Millisecond
 			}
-			answer := func(deliveries []*Message) {
+			answer := func(deliveries []seen) {
 				if !tc.requeue {
 					return
 				}
@@ -323,11 +323,12 @@ func TestUnitPolicyMaxAttemptsRestored(t *testing.T) {
 	w.publishInOrder(t, 0, 4)
 	ch.mu.Lock() // as restored from disk: the first already out of attempts
 	for i := range 4 {
-		m, _ := ch.q.popFrontLocked()
+		e, _ := ch.q.popFrontLocked()
 		if i == 0 {
-			m.Attempts = 2
+			e.own = e.message()
+			e.own.Attempts = 2
 		}
-		ch.q.pushBackLocked(m)
+		ch.q.pushBackLocked(e)
 	}
 	ch.unlock()
 	s.SetReady(1)

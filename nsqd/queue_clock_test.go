@@ -99,7 +99,7 @@ type fakeConsumer struct {
 	id int64
 
 	mu        sync.Mutex
-	delivered []*Message
+	delivered []seen
 	closed    bool
 	sendDue   bool  // Deliver asked for Send
 	sends     []int // deliveries made when each Send came
@@ -110,7 +110,7 @@ func (c *fakeConsumer) ID() int64 { return c.id }
 func (c *fakeConsumer) Deliver(m *Message) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.delivered = append(c.delivered, m)
+	c.delivered = append(c.delivered, seen{m, m.ID, slices.Clone(m.Body), m.Timestamp, m.Attempts})
 	ask := !c.sendDue
 	c.sendDue = true
 	return ask
@@ -138,8 +138,20 @@ func (c *fakeConsumer) Close() {
 
 func (c *fakeConsumer) Stats(string) ClientStats { return ClientStats{} }
 
+// seen is a delivery as the consumer got it. Its Message is the channel's,
+// live while the delivery is in flight: Subscription.Finish recycles it for
+// another delivery, so what the consumer got is kept apart, as a client
+// keeps the frame it read.
+type seen struct {
+	*Message
+	ID        MessageID
+	Body      []byte
+	Timestamp int64
+	Attempts  uint16
+}
+
 // deliveries is a copy of what was delivered so far.
-func (c *fakeConsumer) deliveries() []*Message {
+func (c *fakeConsumer) deliveries() []seen {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return slices.Clone(c.delivered)
@@ -148,8 +160,8 @@ func (c *fakeConsumer) deliveries() []*Message {
 // bodies is the bodies delivered so far, in delivery order.
 func (c *fakeConsumer) bodies() []string {
 	var out []string
-	for _, m := range c.deliveries() {
-		out = append(out, string(m.Body))
+	for _, d := range c.deliveries() {
+		out = append(out, string(d.Body))
 	}
 	return out
 }
@@ -164,14 +176,14 @@ func (c *fakeConsumer) expectBodies(t *testing.T, when string, want ...string) {
 
 // expectDeliveries fails the test unless exactly n messages were delivered,
 // and returns the last.
-func (c *fakeConsumer) expectDeliveries(t *testing.T, n int, when string) *Message {
+func (c *fakeConsumer) expectDeliveries(t *testing.T, n int, when string) seen {
 	t.Helper()
 	got := c.deliveries()
 	if len(got) != n {
 		t.Fatalf("%s: %d deliveries, want %d", when, len(got), n)
 	}
 	if n == 0 {
-		return nil
+		return seen{}
 	}
 	return got[n-1]
 }
@@ -363,7 +375,7 @@ func (w *queueWorld) advance(t *testing.T, d time.Duration) {
 // dueAfter advances the clock by d in two steps and checks that c's
 // deliveries up to the nth come exactly at d, none a nanosecond before; it
 // returns the nth.
-func (w *queueWorld) dueAfter(t *testing.T, c *fakeConsumer, d time.Duration, n int, what string) *Message {
+func (w *queueWorld) dueAfter(t *testing.T, c *fakeConsumer, d time.Duration, n int, what string) seen {
 	t.Helper()
 	before := len(c.deliveries())
 	w.advance(t, d-time.Nanosecond)
@@ -402,18 +414,19 @@ func (w *queueWorld) tryPublish(deferFor time.Duration, bodies ...string) ([]Mes
 // put is what NSQD.publish does: the messages get IDs (hex, as the
 // daemon's) and the current time, and go into the topic as one batch.
 func (w *queueWorld) put(bodies [][]byte, deferFor time.Duration) ([]MessageID, error) {
-	msgs := make([]*Message, len(bodies))
+	msgs := newBatch(len(bodies))
 	ids := make([]MessageID, len(bodies))
 	now := w.clock.Now()
 	w.mu.Lock()
 	for i, b := range bodies {
 		w.nextID++
-		m := &Message{Body: b, Timestamp: now}
-		copy(m.ID[:], fmt.Sprintf("%016x", w.nextID))
+		e := &msgs[i]
+		e.Body, e.Timestamp = b, now
+		copy(e.ID[:], fmt.Sprintf("%016x", w.nextID))
 		if deferFor > 0 {
-			m.deferUntil = dueAfter(now, deferFor)
+			e.own = &Message{msgCore: e.msgCore, deferUntil: dueAfter(now, deferFor)}
 		}
-		msgs[i], ids[i] = m, m.ID
+		ids[i] = e.ID
 	}
 	w.mu.Unlock()
 	return ids, w.topic.Put(msgs)
@@ -473,9 +486,33 @@ func TestTimeoutCountsFromTheFlush(t *testing.T) {
 	w := newQueueWorld(t, "flush")
 	_, _, c, _ := w.deliverOne(t)
 	m := c.deliveries()[0]
-	m.markSent(m.deliveredAt, m.deliveredAt+int64(waited)) // as the writer does after its flush
+	markFlushed(m.Message, m.deliveredAt+int64(waited))
 	w.dueAfter(t, c, unitMsgTimeout+waited, 2, "msg_timeout after the flush")
 	w.dueAfter(t, c, unitMsgTimeout, 3, "msg_timeout after the second delivery")
+}
+
+// TestUnitStaleFlushLeavesRedeliveryAlone: the writer of an earlier
+// delivery reports its flush after the message was delivered again (its
+// first consumer FIN'd nothing; a REQ put it back): that flush says
+// nothing of the new delivery's frame, which still times out a
+// msg_timeout after it went out, not later.
+func TestUnitStaleFlushLeavesRedeliveryAlone(t *testing.T) {
+	w := newQueueWorld(t, "staleflush")
+	_, s, c, id := w.deliverOne(t)
+	first := c.expectDeliveries(t, 1, "first delivery")
+	n, at := uint32(first.sent.Load()>>32), first.deliveredAt // what the writer keeps of this delivery
+
+	w.clock.advance(time.Second)
+	if err := s.Requeue(id, 0); err != nil {
+		t.Fatalf("Requeue: %v", err)
+	}
+	if m := c.expectDeliveries(t, 2, "after REQ 0"); m.Attempts != 2 {
+		t.Fatalf("redelivery has attempts %d, want 2", m.Attempts)
+	}
+	w.clock.advance(time.Second)
+	first.markSent(n, at, w.clock.Now()) // the first delivery's frame is flushed only now
+
+	w.dueAfter(t, c, unitMsgTimeout-time.Second, 3, "a msg_timeout after the redelivery")
 }
 
 func TestUnitTouchExtendsTimeout(t *testing.T) {
@@ -607,7 +644,7 @@ func TestUnitEphemeralChannelRetires(t *testing.T) {
 	if _, err := ch.Subscribe(&fakeConsumer{id: 9}, unitMsgTimeout, 0, 0); !errors.Is(err, errChannelClosed) {
 		t.Fatalf("Subscribe to the retired channel: %v, want errChannelClosed", err)
 	}
-	if err := w.topic.Put([]*Message{{Body: []byte("late")}}); !errors.Is(err, errExiting) {
+	if err := w.topic.Put([]entry{{msgCore: &msgCore{Body: []byte("late")}}}); !errors.Is(err, errExiting) {
 		t.Fatalf("Put to the retired topic: %v, want errExiting", err)
 	}
 }
@@ -624,9 +661,9 @@ func TestUnitTimeoutCountsFromFlush(t *testing.T) {
 	sent := c.expectDeliveries(t, 2, "after publish")
 	a, b := c.deliveries()[0], sent
 	w.advance(t, time.Millisecond)
-	a.markSent(a.deliveredAt, w.clock.Now())
+	markFlushed(a.Message, w.clock.Now())
 	w.advance(t, 3*time.Millisecond)
-	b.markSent(b.deliveredAt, w.clock.Now())
+	markFlushed(b.Message, w.clock.Now())
 
 	// At the plain deadline, delivery + msg_timeout, neither has had its
 	// timeout since its flush.
@@ -746,4 +783,10 @@ func TestUnitTimeoutWhilePaused(t *testing.T) {
 	if m := c.expectDeliveries(t, 2, "after unpause"); m.Attempts != 2 {
 		t.Fatalf("redelivered with attempts %d, want 2", m.Attempts)
 	}
+}
+
+// markFlushed reports m's current delivery flushed at (unix ns), as the
+// writer does after its flush.
+func markFlushed(m *Message, at int64) {
+	m.markSent(uint32(m.sent.Load()>>32), m.deliveredAt, at)
 }

@@ -51,8 +51,8 @@ func peekResult(out []PeekedMessage, depth int64) PeekResult {
 	return PeekResult{Messages: out, Depth: depth}
 }
 
-func peeked(m *Message, body []byte) PeekedMessage {
-	p := PeekedMessage{ID: string(m.ID[:]), Timestamp: m.Timestamp, Attempts: m.Attempts, Size: len(body), Body: body}
+func peeked(e entry, body []byte) PeekedMessage {
+	p := PeekedMessage{ID: string(e.ID[:]), Timestamp: e.Timestamp, Attempts: e.attempts(), Size: len(body), Body: body}
 	if len(body) > peekBodyMax {
 		p.Body, p.Truncated = body[:peekBodyMax:peekBodyMax], true
 	}
@@ -62,11 +62,11 @@ func peeked(m *Message, body []byte) PeekedMessage {
 // peekedRecord decodes a disk record for a peek, copying what it keeps
 // (the record is only valid during the disk queue's callback).
 func peekedRecord(rec []byte) (PeekedMessage, bool) {
-	m, err := decodeMessage(rec)
+	e, err := decodeEntry(rec)
 	if err != nil {
 		return PeekedMessage{}, false
 	}
-	p := peeked(m, m.Body)
+	p := peeked(e, e.Body)
 	p.Body = slices.Clone(p.Body)
 	return p, true
 }
@@ -74,8 +74,8 @@ func peekedRecord(rec []byte) (PeekedMessage, bool) {
 // peekMemLocked copies up to n messages from the front of memory.
 func (q *msgQueue) peekMemLocked(n int) []PeekedMessage {
 	out := make([]PeekedMessage, 0, min(n, q.mem.Len()))
-	q.mem.Each(func(m *Message) bool {
-		out = append(out, peeked(m, m.Body))
+	q.mem.Each(func(e entry) bool {
+		out = append(out, peeked(e, e.Body))
 		return len(out) < n
 	})
 	return out

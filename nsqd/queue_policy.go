@@ -40,8 +40,9 @@ type queuePolicyState struct {
 	// owner holds provisional reads of the disk's head (a topic moving a
 	// batch to its channels), which skipping would disturb.
 	headHeld func() bool
-	// discard, if set, ends a message the policy dropped from memory (a
-	// channel releases its held disk record: Channel.dropLocked).
+	// discard, if set, ends the state of a copy the policy dropped from
+	// memory (a channel releases its held disk record: Channel.dropLocked);
+	// it is nil for a copy without state of its own.
 	discard func(*Message)
 	// left, if set, is told the ID of every message the policy dropped,
 	// from memory or from disk, so that a replicated queue's leader can
@@ -60,7 +61,7 @@ func (q *msgQueue) initPolicy() {
 }
 
 // noteDiskWrite and noteDiskRead keep diskBody as records come and go.
-func (q *msgQueue) noteDiskWrite(msgs []*Message) {
+func (q *msgQueue) noteDiskWrite(msgs []entry) {
 	if !q.ephemeral { // an ephemeral queue's "disk" drops them
 		q.pol.diskBody.Add(bodyBytes(msgs))
 	}
@@ -116,10 +117,10 @@ func (q *msgQueue) unreserveLocked(n, bytes int64) {
 }
 
 // bodyBytes sums the bodies of msgs.
-func bodyBytes(msgs []*Message) int64 {
+func bodyBytes(msgs []entry) int64 {
 	var b int64
-	for _, m := range msgs {
-		b += int64(len(m.Body))
+	for _, e := range msgs {
+		b += int64(len(e.Body))
 	}
 	return b
 }
@@ -135,13 +136,13 @@ func (q *msgQueue) dropOldestLocked(p *queuePolicy) {
 	}
 	overN, overB := q.overCapLocked(p)
 	for overN > 0 || overB > 0 {
-		m, ok := q.popFrontLocked()
+		e, ok := q.popFrontLocked()
 		if !ok {
 			break
 		}
-		q.discardLocked(m)
+		q.discardLocked(e)
 		overN--
-		overB -= int64(len(m.Body))
+		overB -= int64(len(e.Body))
 		q.pol.dropped.Add(1)
 	}
 	if (overN <= 0 && overB <= 0) || !q.claimHeadLocked() {
@@ -170,12 +171,12 @@ func (q *msgQueue) dropOldestLocked(p *queuePolicy) {
 	}
 }
 
-func (q *msgQueue) discardLocked(m *Message) {
+func (q *msgQueue) discardLocked(e entry) {
 	if q.pol.discard != nil {
-		q.pol.discard(m)
+		q.pol.discard(e.own)
 	}
 	if q.pol.left != nil {
-		q.pol.left(m.ID)
+		q.pol.left(e.ID)
 	}
 }
 
@@ -199,12 +200,12 @@ func (q *msgQueue) expireLocked(p *queuePolicy, now int64) {
 		return
 	}
 	for {
-		m, ok := q.mem.Front()
-		if !ok || !p.expired(m.Timestamp, now) {
+		e, ok := q.mem.Front()
+		if !ok || !p.expired(e.Timestamp, now) {
 			break
 		}
 		q.popFrontLocked()
-		q.discardLocked(m)
+		q.discardLocked(e)
 		q.pol.expired.Add(1)
 	}
 	if q.mem.Len() > 0 || !q.claimHeadLocked() {

@@ -48,9 +48,9 @@ func TestSkipHead(t *testing.T) {
 	} {
 		t.Run(fmt.Sprintf("%d-%d-%d", tc.total, tc.keepFrom, tc.max), func(t *testing.T) {
 			q, _ := newTestQueue(t)
-			msgs := make([]*Message, tc.total)
+			msgs := make([]entry, tc.total)
 			for i := range msgs {
-				msgs[i] = &Message{Timestamp: int64(i), Body: []byte(fmt.Sprintf("body-%04d", i))}
+				msgs[i] = entry{msgCore: &msgCore{Timestamp: int64(i), Body: []byte(fmt.Sprintf("body-%04d", i))}}
 			}
 			if err := q.write(msgs); err != nil {
 				t.Fatal(err)
@@ -82,9 +82,9 @@ func TestSkipHead(t *testing.T) {
 // TestMeasureDisk counts a backlog's body bytes and leaves it unread.
 func TestMeasureDisk(t *testing.T) {
 	q, _ := newTestQueue(t)
-	msgs := make([]*Message, 500)
+	msgs := make([]entry, 500)
 	for i := range msgs {
-		msgs[i] = &Message{Body: make([]byte, 10)}
+		msgs[i] = entry{msgCore: &msgCore{Body: make([]byte, 10)}}
 	}
 	if err := q.write(msgs); err != nil {
 		t.Fatal(err)

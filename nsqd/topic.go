@@ -97,38 +97,43 @@ func (t *Topic) logf(level slog.Level, format string, args ...any) {
 // channels happens without the topic's lock, so a channel writing to a slow
 // disk holds up neither the topic's other channels nor SUBs and admin calls
 // on the topic.
-func (t *Topic) Put(msgs []*Message) error { return t.put(msgs, true) }
+func (t *Topic) Put(msgs []entry) error {
+	_, err := t.put(msgs, true)
+	return err
+}
 
 // putAccepted is Put for messages accepted elsewhere, which no reject_new
 // cap may refuse: a replicated topic's committed messages on its leader
 // (the caps were checked before the commit: NSQD.publishReplicated).
-func (t *Topic) putAccepted(msgs []*Message) error { return t.put(msgs, false) }
+func (t *Topic) putAccepted(msgs []entry) error {
+	_, err := t.put(msgs, false)
+	return err
+}
 
-func (t *Topic) put(msgs []*Message, capped bool) error {
-	var bytes uint64
-	for _, m := range msgs {
-		bytes += uint64(len(m.Body))
-	}
+// put is Put, reporting whether the topic or a channel kept any of msgs
+// in memory (Channel.store): when none did, and the put succeeded, their
+// cores and bodies are the publisher's again.
+func (t *Topic) put(msgs []entry, capped bool) (kept bool, err error) {
+	bytes := uint64(bodyBytes(msgs))
 	t.mu.RLock()
 	if !t.state().takesWork() {
 		t.mu.RUnlock()
-		return errExiting
+		return false, errExiting
 	}
 	direct := !t.holdsBacklogLocked()
 	t.mu.RUnlock()
 
-	var err error
 	if direct {
-		err = t.fanOutWithin(t.channelList(), msgs, capped)
+		kept, err = t.fanOutWithin(t.channelList(), msgs, capped)
 	} else {
-		err = t.queue(msgs, capped)
+		kept, err = t.queue(msgs, capped)
 	}
 	if err != nil {
-		return err
+		return true, err
 	}
 	t.messageCount.Add(uint64(len(msgs)))
 	t.messageBytes.Add(bytes)
-	return nil
+	return kept, nil
 }
 
 // channelList is the channels to fan out to, without the lock.
@@ -159,26 +164,29 @@ func (t *Topic) holdsBacklogLocked() bool {
 	return t.paused.Load() || t.state() == topicStarting || t.moving || len(t.channels) == 0 || t.q.lenLocked() > 0 || t.q.diskBusyLocked()
 }
 
-// fanOut gives each of chans its own copy of msgs (sharing the bodies).
-// chans is a snapshot: a channel deleted meanwhile refuses its copy, which
-// is then not an error, unless the whole topic is shutting down, in which
-// case the publish fails rather than be acknowledged unstored.
-func (t *Topic) fanOut(chans []*Channel, msgs []*Message) error {
+// fanOut gives each of chans its own copy of msgs: their cores are
+// shared, and a copy gets state of its own only when it is delivered or
+// deferred. chans is a snapshot: a channel deleted meanwhile refuses its
+// copy, which is then not an error, unless the whole topic is shutting
+// down, in which case the publish fails rather than be acknowledged
+// unstored.
+func (t *Topic) fanOut(chans []*Channel, msgs []entry) (kept bool, err error) {
 	var errs []error
 	type diskPut struct {
 		ch    *Channel
-		batch []*Message
+		batch []entry
 	}
 	var slow []diskPut
 	left := len(chans)
 	for _, ch := range chans {
-		// Every channel but the last gets copies; the last takes the
-		// originals, once nothing needs to copy them any more (a channel
-		// changes its messages as it delivers them).
+		// The copies that carry state (a DPUB's due time, a replicated
+		// message's attempts) are copied for every channel but the last,
+		// which takes the originals: a channel changes that state as it
+		// delivers them.
 		left--
 		batch := msgs
 		if left > 0 {
-			batch = copyBatch(msgs)
+			batch = copyStates(msgs)
 		}
 		needsDisk, err := ch.putWithoutDisk(batch)
 		if err != nil {
@@ -187,19 +195,23 @@ func (t *Topic) fanOut(chans []*Channel, msgs []*Message) error {
 		}
 		if needsDisk {
 			slow = append(slow, diskPut{ch, batch})
+		} else if err == nil {
+			kept = true
 		}
 	}
 	// Channels that must write to disk do so side by side, so one slow
 	// disk delays this publish but not the other channels' deliveries.
 	if len(slow) > 0 {
 		slowErrs := make([]error, len(slow))
-		parallel(len(slow), func(i int) { slowErrs[i] = slow[i].ch.put(slow[i].batch) })
+		slowKept := make([]bool, len(slow))
+		parallel(len(slow), func(i int) { slowKept[i], slowErrs[i] = slow[i].ch.store(slow[i].batch) })
 		for i, err := range slowErrs {
 			if err != nil {
 				t.logPutFailed(slow[i].ch, slow[i].batch, err)
 			}
 		}
 		errs = append(errs, slowErrs...)
+		kept = kept || slices.Contains(slowKept, true)
 	}
 	closed := false
 	errs = slices.DeleteFunc(errs, func(err error) bool {
@@ -217,13 +229,13 @@ func (t *Topic) fanOut(chans []*Channel, msgs []*Message) error {
 			errs = append(errs, errExiting)
 		}
 	}
-	return errors.Join(errs...)
+	return kept, errors.Join(errs...)
 }
 
 // logPutFailed logs a channel's refusal of a batch, one line per message
 // as NSQ logs each, unless the channel is being closed or deleted (then
 // fanOut's caller hears errExiting, or nothing).
-func (t *Topic) logPutFailed(ch *Channel, batch []*Message, err error) {
+func (t *Topic) logPutFailed(ch *Channel, batch []entry, err error) {
 	if errors.Is(err, errChannelClosed) {
 		return
 	}
@@ -257,26 +269,26 @@ func (t *Topic) removeChannelLocked(ch *Channel) {
 // stays in memory whatever the limits, as it would in a channel's deferred
 // queue: the disk format cannot carry its delay). Memory is touched only
 // once the disk write succeeded, so a failed publish leaves no trace.
-func (t *Topic) queue(msgs []*Message, capped bool) error {
+func (t *Topic) queue(msgs []entry, capped bool) (kept bool, err error) {
 	if t.storesDeferred() {
-		var deferred []*Message
+		var deferred []entry
 		msgs, deferred = splitDeferred(msgs, t.cfg.now())
 		if len(deferred) > 0 {
 			if err := t.stored.add(t, deferred); err != nil {
-				return err
+				return true, err
 			}
 			if len(msgs) == 0 {
 				t.mu.Lock()
 				t.startMoveLocked()
 				t.unlock()
-				return nil
+				return false, nil
 			}
 		}
 	}
 	t.mu.Lock()
 	if !t.state().takesWork() {
 		t.unlock()
-		return errExiting
+		return false, errExiting
 	}
 	if !t.holdsBacklogLocked() {
 		// The backlog was moved while we waited for the lock.
@@ -287,35 +299,29 @@ func (t *Topic) queue(msgs []*Message, capped bool) error {
 	if capped {
 		release, err := t.reserveBacklogLocked(msgs)
 		if err != nil {
-			return err
+			return false, err
 		}
 		if release != nil {
 			defer release() // before the deferred unlock
 		}
 	}
-	var toDisk []*Message
+	var toDisk []entry
 	n, bytes := countReady(msgs, 0)
 	if n > 0 && (!t.q.memAllowed() || t.q.diskBusyLocked() || !t.q.roomLocked(n, bytes)) {
-		toDisk = make([]*Message, 0, n)
-		for _, m := range msgs {
-			if m.deferUntil == 0 {
-				toDisk = append(toDisk, m)
-			}
-		}
-		err := t.q.writeLocked(toDisk)
-		if err != nil {
+		toDisk = readyOnes(msgs, 0)
+		if err := t.q.writeLocked(toDisk); err != nil {
 			t.logf(slog.LevelError, "TOPIC(%s) ERROR: failed to write message to backend - %s", t.name, err)
-			return fmt.Errorf("topic %s: %w", t.name, err)
+			return true, fmt.Errorf("topic %s: %w", t.name, err)
 		}
 	}
-	for _, m := range msgs {
-		if toDisk == nil || m.deferUntil != 0 {
-			t.q.pushBackLocked(m)
+	for _, e := range msgs {
+		if toDisk == nil || e.deferredUntil() != 0 {
+			t.q.pushBackLocked(e)
 		}
 	}
 	t.q.dropOldestLocked(t.q.policy())
 	t.startMoveLocked()
-	return nil
+	return toDisk == nil || len(toDisk) < len(msgs), nil
 }
 
 // startMoveLocked starts moving the backlog to the channels if it can.

@@ -56,7 +56,7 @@ func (t *Topic) moveBacklog() {
 // takeBatch takes the next batch off the backlog: memory first (it is
 // older than the disk part), then disk, provisionally. It reports false,
 // with the move ended, when there is nothing to move or it cannot move now.
-func (t *Topic) takeBatch() (batch []*Message, fromMem int, ok bool) {
+func (t *Topic) takeBatch() (batch []entry, fromMem int, ok bool) {
 	t.mu.Lock()
 	defer t.unlock()
 	if !t.canMoveLocked() {
@@ -97,7 +97,7 @@ func (t *Topic) takeBatch() (batch []*Message, fromMem int, ok bool) {
 // gets what its ready subscribers can take at once, retry after retry:
 // the topic keeps the whole batch on its own disk until every channel has
 // it, so those deliveries are as safe as the rest.
-func (t *Topic) move(batch []*Message, from batchSource) bool {
+func (t *Topic) move(batch []entry, from batchSource) bool {
 	live, expired := t.liveBatch(batch)
 	pending := t.copiesFor(t.channelList(), live)
 	wait := moveRetryMin
@@ -106,8 +106,8 @@ func (t *Topic) move(batch []*Message, from batchSource) bool {
 		if len(failed) == 0 {
 			from.placed(t)
 			t.q.pol.expired.Add(uint64(len(expired)))
-			for _, m := range expired {
-				t.observeDropped(m.ID)
+			for _, e := range expired {
+				t.observeDropped(e.ID)
 			}
 			// A batch that needed retries says nothing of the next one:
 			// keep the reason until one moves cleanly or none is left.
@@ -134,17 +134,17 @@ func (t *Topic) move(batch []*Message, from batchSource) bool {
 // channelPut is what one channel still has to take of a batch.
 type channelPut struct {
 	ch   *Channel
-	msgs []*Message
+	msgs []entry
 }
 
-// copiesFor gives each channel its own copies of batch, or the originals
-// when there is one channel.
-func (t *Topic) copiesFor(chans []*Channel, batch []*Message) []channelPut {
+// copiesFor gives each channel its own copies of batch (copyStates), or
+// the originals when there is one channel.
+func (t *Topic) copiesFor(chans []*Channel, batch []entry) []channelPut {
 	out := make([]channelPut, len(chans))
 	for i, ch := range chans {
 		b := batch
 		if len(chans) > 1 {
-			b = copyBatch(batch)
+			b = copyStates(batch)
 		}
 		out[i] = channelPut{ch, b}
 	}
@@ -193,7 +193,7 @@ type batchSource interface {
 // backlogBatch is a batch taken off the backlog: its first fromMem
 // messages from memory, the rest read from disk provisionally.
 type backlogBatch struct {
-	batch   []*Message
+	batch   []entry
 	fromMem int
 }
 

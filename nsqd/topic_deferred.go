@@ -12,7 +12,7 @@ import (
 // persistBacklog writes the topic's memory backlog at shutdown: to the
 // disk queue, except DPUBs not yet due, which keep their due time in the
 // topic's side queue. The topic is exiting: nothing else uses its queue.
-func (t *Topic) persistBacklog(pending []*Message) error {
+func (t *Topic) persistBacklog(pending []entry) error {
 	if len(pending) == 0 || t.ephemeral {
 		return nil
 	}
@@ -23,7 +23,7 @@ func (t *Topic) persistBacklog(pending []*Message) error {
 		errs = append(errs, t.q.write(ready))
 	}
 	errs = append(errs, saveDeferredTo(t.cfg, topicDeferredName(t.name), deferred,
-		func(m *Message) int64 { return m.deferUntil }))
+		entry.deferredUntil))
 	return errors.Join(errs...)
 }
 
@@ -47,7 +47,7 @@ func (t *Topic) loadDeferred() error {
 	defer t.unlock()
 	return loadDeferredFrom(t.cfg, topicDeferredName(t.name), func(m *Message, due int64) {
 		m.deferUntil = due
-		t.q.pushBackLocked(m)
+		t.q.pushBackLocked(m.entry())
 	})
 }
 
@@ -82,10 +82,10 @@ func (s *deferredStore) openLocked(t *Topic) error {
 }
 
 // add writes msgs, due at their deferUntil, before it returns.
-func (s *deferredStore) add(t *Topic, msgs []*Message) error {
+func (s *deferredStore) add(t *Topic, msgs []entry) error {
 	recs := make([][]byte, len(msgs))
-	for i, m := range msgs {
-		recs[i] = encodeDeferred(m, m.deferUntil)
+	for i, e := range msgs {
+		recs[i] = encodeDeferred(e, e.deferredUntil())
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -101,14 +101,14 @@ func (s *deferredStore) add(t *Topic, msgs []*Message) error {
 
 // take reads up to n records provisionally (the move's commit or rewind
 // settles them).
-func (s *deferredStore) take(t *Topic, n int) []*Message {
+func (s *deferredStore) take(t *Topic, n int) []entry {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.q == nil {
 		return nil
 	}
 	s.q.Mark()
-	var msgs []*Message
+	var msgs []entry
 	for len(msgs) < n {
 		rec, err := s.q.Next()
 		if errors.Is(err, diskqueue.ErrEmpty) {
@@ -124,7 +124,7 @@ func (s *deferredStore) take(t *Topic, n int) []*Message {
 			continue
 		}
 		m.deferUntil = due
-		msgs = append(msgs, m)
+		msgs = append(msgs, m.entry())
 	}
 	return msgs
 }

@@ -90,25 +90,25 @@ func (t *Topic) sweepPolicy(now int64) {
 
 // fanOutWithin is fanOut for a publish: when capped, every reject_new
 // channel must have room for msgs first, or none gets them.
-func (t *Topic) fanOutWithin(chans []*Channel, msgs []*Message, capped bool) error {
+func (t *Topic) fanOutWithin(chans []*Channel, msgs []entry, capped bool) (kept bool, err error) {
 	if !capped {
 		return t.fanOut(chans, msgs)
 	}
 	release, err := reserveChannels(chans, msgs)
 	if err != nil {
-		return err
+		return false, err
 	}
-	err = t.fanOut(chans, msgs)
+	kept, err = t.fanOut(chans, msgs)
 	if release != nil {
 		release()
 	}
-	return err
+	return kept, err
 }
 
 // reserveBacklogLocked claims room in the topic's backlog for msgs when
 // its policy refuses new messages when full; release (nil when nothing
 // was claimed) must run, with t.mu held, once they are in.
-func (t *Topic) reserveBacklogLocked(msgs []*Message) (release func(), err error) {
+func (t *Topic) reserveBacklogLocked(msgs []entry) (release func(), err error) {
 	p := t.q.policy()
 	if !p.rejects() {
 		return nil, nil
@@ -160,18 +160,18 @@ func (t *Topic) moveBatchSize() int {
 
 // liveBatch splits batch into the messages within the topic's max_age and
 // those older: those are never delivered.
-func (t *Topic) liveBatch(batch []*Message) (live, expired []*Message) {
+func (t *Topic) liveBatch(batch []entry) (live, expired []entry) {
 	p := t.q.policy()
 	if p == nil || p.maxAge <= 0 {
 		return batch, nil
 	}
 	now := t.cfg.now()
-	live = make([]*Message, 0, len(batch))
-	for _, m := range batch {
-		if p.expired(m.Timestamp, now) {
-			expired = append(expired, m)
+	live = make([]entry, 0, len(batch))
+	for _, e := range batch {
+		if p.expired(e.Timestamp, now) {
+			expired = append(expired, e)
 		} else {
-			live = append(live, m)
+			live = append(live, e)
 		}
 	}
 	return live, expired

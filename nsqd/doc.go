@@ -12,12 +12,14 @@
 //  1. client_protocol.go: the command table's exec checks TLS
 //     (client_negotiate.go) and AUTH (client_auth.go), reads PUB's body
 //     (body.go, its bytes counted against the memory guard, memguard.go)
-//     and client.publish hands it on. client.go is the connection itself.
-//  2. nsqd.go: getTopic finds the topic (refused while draining,
+//     and client.publish hands it on (an MPUB reads its body into pooled
+//     buffers, publish_buffers.go). client.go is the connection itself.
+//  2. nsqd.go: publishTo finds the topic (refused while draining,
 //     nsqd_drain.go; a replicated name takes the replication detour,
-//     nsqd_cluster.go), and NSQD.publish checks the memory guard, gives
-//     the batch IDs (guid.go) and a timestamp, makes its Messages
-//     (message.go) and records the outcome for /ping (nsqd_health.go).
+//     nsqd_cluster.go), and NSQD.publishWith checks the memory guard,
+//     gives the batch IDs (guid.go) and a timestamp in one core per
+//     message that every copy shares (message.go: msgCore, entry), and
+//     records the outcome for /ping (nsqd_health.go).
 //  3. topic.go: Topic.put fans the batch out to every channel (fanOut,
 //     through fanOutWithin in topic_policy.go, which reserves room under a
 //     reject_new cap, channel_policy.go), or, while the topic has no
@@ -27,8 +29,9 @@
 //     memory or on disk, in publication order, through
 //  5. queue.go: msgQueue, the memory deque in front of a disk queue (its
 //     caps and expiry are queue_policy.go's, on policy.go's types);
-//  6. channel.go: deliverLocked puts a message in flight to a ready
-//     subscriber, in the subscription's deadline list (inflight.go), and
+//  6. channel.go: deliverLocked gives the channel's copy a Message of its
+//     own (message.go; FIN'd ones are reused) and puts it in flight to a
+//     ready subscriber, in the subscription's deadline list (inflight.go), and
 //     arms the channel's timer on the queue clock (clock.go);
 //  7. client_write.go: Deliver queues the frame; when the channel's
 //     critical section ends, Send starts a writer, which writes it (with

@@ -287,7 +287,7 @@ func (c *cluster) do(ctx context.Context, method, u string, body []byte, v any) 
 		_, _ = io.Copy(io.Discard, answer)
 		return nil
 	}
-	if err := json.NewDecoder(answer).Decode(v); err != nil {
+	if err := statsdoc.Read(answer, v); err != nil {
 		return fmt.Errorf("%s %s: decoding answer: %w", method, u, err)
 	}
 	return nil

@@ -310,7 +310,7 @@ func statsTime(ctx context.Context, e *env, label string, numTopics, channelsPer
 		if err := d.doInto(ctx, http.MethodGet, "/stats?format=json", &body); err != nil {
 			return st, err
 		}
-		if err := json.Unmarshal(body.Bytes(), &doc); err != nil {
+		if err := statsdoc.Unmarshal(body.Bytes(), &doc); err != nil {
 			return st, fmt.Errorf("/stats: %w", err)
 		}
 		times[i] = float64(time.Since(t0).Microseconds()) / 1000

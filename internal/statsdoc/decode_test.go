@@ -1,0 +1,138 @@
+package statsdoc
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"testing"
+)
+
+// fill sets every field reachable from v to a value of its own (slices
+// get two elements, pointers a target), so that a field the decoders
+// treat differently shows up as a difference.
+func fill(v reflect.Value, seed *int) {
+	*seed++
+	switch v.Kind() {
+	case reflect.Pointer:
+		v.Set(reflect.New(v.Type().Elem()))
+		fill(v.Elem(), seed)
+	case reflect.Struct:
+		for i := range v.NumField() {
+			if v.Type().Field(i).IsExported() {
+				fill(v.Field(i), seed)
+			}
+		}
+	case reflect.Slice:
+		v.Set(reflect.MakeSlice(v.Type(), 2, 2))
+		for i := range 2 {
+			fill(v.Index(i), seed)
+		}
+	case reflect.Map:
+		v.Set(reflect.MakeMap(v.Type()))
+		k, e := reflect.New(v.Type().Key()).Elem(), reflect.New(v.Type().Elem()).Elem()
+		fill(k, seed)
+		fill(e, seed)
+		v.SetMapIndex(k, e)
+	case reflect.String:
+		v.SetString(fmt.Sprintf("s%d", *seed))
+	case reflect.Bool:
+		v.SetBool(true)
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		v.SetInt(int64(*seed))
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		v.SetUint(uint64(*seed))
+	case reflect.Float32, reflect.Float64:
+		v.SetFloat(float64(*seed) + 0.5)
+	}
+}
+
+// TestReadDecodesAsEncodingJSON: Read gives what encoding/json gives, for
+// a document with every field set, and for one with keys in another case,
+// keys it does not know and trailing whitespace, as an older or newer
+// nsqd might answer.
+func TestReadDecodesAsEncodingJSON(t *testing.T) {
+	var full Doc
+	seed := 0
+	fill(reflect.ValueOf(&full).Elem(), &seed)
+	doc, err := json.Marshal(&full)
+	if err != nil {
+		t.Fatal(err)
+	}
+	odd := []byte(`{"VERSION":"1.3.0","Health":"OK","topics":[{"topic_name":"t","new_key":{"a":[1,2]},` +
+		`"channels":[{"channel_name":"c","depth":3,"clients":null}],"paused":true}],"start_time":7,"unknown":1}` + "\n\t ")
+	for name, in := range map[string][]byte{"every field set": doc, "odd keys": odd} {
+		var want, got, gotRead Doc
+		if err := json.Unmarshal(in, &want); err != nil {
+			t.Fatalf("%s: encoding/json: %v", name, err)
+		}
+		if err := Unmarshal(in, &got); err != nil {
+			t.Fatalf("%s: Unmarshal: %v", name, err)
+		}
+		if err := Read(bytes.NewReader(in), &gotRead); err != nil {
+			t.Fatalf("%s: Read: %v", name, err)
+		}
+		if !reflect.DeepEqual(got, want) || !reflect.DeepEqual(gotRead, want) {
+			t.Errorf("%s: decoded\n%+v\nencoding/json decoded\n%+v", name, got, want)
+		}
+	}
+	if !reflect.DeepEqual(full, mustUnmarshal(t, doc)) {
+		t.Errorf("a full document does not survive encoding/json and Unmarshal")
+	}
+}
+
+func mustUnmarshal(t *testing.T, b []byte) Doc {
+	t.Helper()
+	var d Doc
+	if err := Unmarshal(b, &d); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// TestReadRefusesWhatEncodingJSONRefuses: a truncated or mistyped answer
+// is an error, not a partial document taken for a whole one.
+func TestReadRefusesWhatEncodingJSONRefuses(t *testing.T) {
+	for _, in := range []string{`{"topics":[{"topic_name":"t"`, `{"topics":{}}`, `{"start_time":"x"}`, ``} {
+		var d Doc
+		if err := Read(bytes.NewReader([]byte(in)), &d); err == nil {
+			t.Errorf("Read(%q) = nil error", in)
+		}
+	}
+}
+
+// BenchmarkDecodeStats decodes a /stats document of 2,000 topics × 2
+// channels (about NSQ's size for it): Read against encoding/json.
+func BenchmarkDecodeStats(b *testing.B) {
+	var d Doc
+	d.Version, d.Health = "1.3.0", "OK"
+	for i := range 2000 {
+		tp := Topic{TopicName: fmt.Sprintf("stats%d", i), Depth: int64(i)}
+		for c := range 2 {
+			tp.Channels = append(tp.Channels, Channel{ChannelName: fmt.Sprintf("ch%d", c), Depth: int64(c)})
+		}
+		d.Topics = append(d.Topics, tp)
+	}
+	doc, err := json.Marshal(&d)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("Read", func(b *testing.B) {
+		b.SetBytes(int64(len(doc)))
+		for b.Loop() {
+			var out Doc
+			if err := Read(bytes.NewReader(doc), &out); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("encoding/json", func(b *testing.B) {
+		b.SetBytes(int64(len(doc)))
+		for b.Loop() {
+			var out Doc
+			if err := json.NewDecoder(bytes.NewReader(doc)).Decode(&out); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

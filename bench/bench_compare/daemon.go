@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -14,6 +15,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/nsqgo/nsq/internal/statsdoc"
 )
 
 const (
@@ -281,6 +284,28 @@ func (d *daemon) doInto(ctx context.Context, method, path string, buf *bytes.Buf
 	}
 	if resp.StatusCode != http.StatusOK {
 		return &statusError{fmt.Sprintf("%s %s: %s: %.200s", method, path, resp.Status, buf.Bytes())}
+	}
+	return nil
+}
+
+// decode decodes the answer to a GET of path into v as it arrives, as
+// nsqadmin reads a node's answers (statsdoc.Read on the response body).
+func (d *daemon) decode(ctx context.Context, path string, v any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+d.HTTPAddr+path, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := d.http.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 200))
+		return &statusError{fmt.Sprintf("GET %s: %s: %s", path, resp.Status, msg)}
+	}
+	if err := statsdoc.Read(resp.Body, v); err != nil {
+		return fmt.Errorf("GET %s: %w", path, err)
 	}
 	return nil
 }

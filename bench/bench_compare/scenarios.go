@@ -256,7 +256,7 @@ func stats(ctx context.Context, e *env) ([]sample, error) {
 type statsTimes struct {
 	// ms is the median time of a request as the client sees it, reading
 	// the whole answer; parsedMs the same with the answer decoded into the
-	// document's types (statsdoc), as nsqadmin and nsq_stat read it.
+	// document's types as it arrives, as nsqadmin reads it (statsdoc.Read).
 	ms, parsedMs float64
 	// cpuMs is the daemon's CPU time per request over the unparsed
 	// requests and the client's checks of them: the client's own work on
@@ -307,11 +307,8 @@ func statsTime(ctx context.Context, e *env, label string, numTopics, channelsPer
 		runtime.GC() // the last request's document is not collected during this one
 		t0 := time.Now()
 		var doc statsdoc.Doc
-		if err := d.doInto(ctx, http.MethodGet, "/stats?format=json", &body); err != nil {
+		if err := d.decode(ctx, "/stats?format=json", &doc); err != nil {
 			return st, err
-		}
-		if err := statsdoc.Unmarshal(body.Bytes(), &doc); err != nil {
-			return st, fmt.Errorf("/stats: %w", err)
 		}
 		times[i] = float64(time.Since(t0).Microseconds()) / 1000
 		if len(doc.Topics) != numTopics {

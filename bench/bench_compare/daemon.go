@@ -269,11 +269,7 @@ func (d *daemon) do(ctx context.Context, method, path string) ([]byte, error) {
 // growing and zeroing a new one each time, which costs the client as much
 // CPU as a fast daemon spends making the answer.
 func (d *daemon) doInto(ctx context.Context, method, path string, buf *bytes.Buffer) error {
-	req, err := http.NewRequestWithContext(ctx, method, "http://"+d.HTTPAddr+path, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := d.http.Do(req)
+	resp, err := d.request(ctx, method, path)
 	if err != nil {
 		return err
 	}
@@ -288,14 +284,19 @@ func (d *daemon) doInto(ctx context.Context, method, path string, buf *bytes.Buf
 	return nil
 }
 
+// request sends method path to the daemon's HTTP API.
+func (d *daemon) request(ctx context.Context, method, path string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, method, "http://"+d.HTTPAddr+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	return d.http.Do(req)
+}
+
 // decode decodes the answer to a GET of path into v as it arrives, as
 // nsqadmin reads a node's answers (statsdoc.Read on the response body).
 func (d *daemon) decode(ctx context.Context, path string, v any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+d.HTTPAddr+path, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := d.http.Do(req)
+	resp, err := d.request(ctx, http.MethodGet, path)
 	if err != nil {
 		return err
 	}

@@ -85,6 +85,7 @@ type cluster struct {
 	limit    int
 	logger   *slog.Logger
 	observed func(kind string, err error) // metrics hook, called per request
+	decoder  statsdoc.Decoder             // every answer, through buffers kept between polls
 
 	// The daemons' latest answers, which a view shows in the place of a
 	// daemon that does not answer it in time, when standIns (NSQ's
@@ -287,7 +288,7 @@ func (c *cluster) do(ctx context.Context, method, u string, body []byte, v any) 
 		_, _ = io.Copy(io.Discard, answer)
 		return nil
 	}
-	if err := statsdoc.Read(answer, v); err != nil {
+	if err := c.decoder.Decode(answer, v); err != nil {
 		return fmt.Errorf("%s %s: decoding answer: %w", method, u, err)
 	}
 	return nil

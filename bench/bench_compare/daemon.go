@@ -44,6 +44,7 @@ type daemon struct {
 	TCPAddr  string
 	HTTPAddr string
 	http     *http.Client
+	decoder  statsdoc.Decoder // as nsqadmin's, one per daemon polled
 }
 
 // startDaemon runs bin with the given extra flags and waits until it
@@ -293,8 +294,8 @@ func (d *daemon) request(ctx context.Context, method, path string) (*http.Respon
 	return d.http.Do(req)
 }
 
-// decode decodes the answer to a GET of path into v as it arrives, as
-// nsqadmin reads a node's answers (statsdoc.Read on the response body).
+// decode decodes the answer to a GET of path into v as nsqadmin reads a
+// node's answers (a statsdoc.Decoder on the response body).
 func (d *daemon) decode(ctx context.Context, path string, v any) error {
 	resp, err := d.request(ctx, http.MethodGet, path)
 	if err != nil {
@@ -305,7 +306,7 @@ func (d *daemon) decode(ctx context.Context, path string, v any) error {
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 200))
 		return &statusError{fmt.Sprintf("GET %s: %s: %s", path, resp.Status, msg)}
 	}
-	if err := statsdoc.Read(resp.Body, v); err != nil {
+	if err := d.decoder.Decode(resp.Body, v); err != nil {
 		return fmt.Errorf("GET %s: %w", path, err)
 	}
 	return nil

@@ -23,6 +23,9 @@
 //	fanout  1 topic × --fanout-channels channels (created over HTTP), one
 //	        consumer connection per channel (RDY 100), --fanout-msgs × 100 B
 //	        published; delivered messages per second
+//	route   fanout's topic and channels with no consumer, --route-msgs ×
+//	        100 B published: channel-messages routed per second until every
+//	        channel holds them all, and settled RSS per held channel-message
 //	burt    --burt-topics topics, --burt-publishers publishers each sending
 //	        MPUB 10 × 500 B to the topics in turn and waiting for every OK,
 //	        --burt-consumers consumers (RDY 100) spread over the topics,
@@ -88,7 +91,7 @@ type config struct {
 	pubConns, subConns int
 	pubDuration        time.Duration
 
-	fanoutChannels, fanoutMsgs int
+	fanoutChannels, fanoutMsgs, routeMsgs int
 
 	burtTopics, burtPublishers, burtConsumers int
 	burtDuration                              time.Duration
@@ -120,6 +123,7 @@ func defaultConfig() config {
 		pubDuration:           5 * time.Second,
 		fanoutChannels:        1000,
 		fanoutMsgs:            2000,
+		routeMsgs:             5000,
 		burtTopics:            24,
 		burtPublishers:        4,
 		burtConsumers:         120,
@@ -194,6 +198,7 @@ func bindFlags(fs *flag.FlagSet, c *config) {
 	fs.DurationVar(&c.pubDuration, "pub-duration", c.pubDuration, "pubsub/disk: how long to publish")
 	fs.IntVar(&c.fanoutChannels, "fanout-channels", c.fanoutChannels, "fanout: channels (and consumer connections)")
 	fs.IntVar(&c.fanoutMsgs, "fanout-msgs", c.fanoutMsgs, "fanout: messages published")
+	fs.IntVar(&c.routeMsgs, "route-msgs", c.routeMsgs, "route: messages published (each channel holds them all in memory)")
 	fs.IntVar(&c.burtTopics, "burt-topics", c.burtTopics, "burt: topics")
 	fs.IntVar(&c.burtPublishers, "burt-publishers", c.burtPublishers, "burt: publishing connections")
 	fs.IntVar(&c.burtConsumers, "burt-consumers", c.burtConsumers, "burt: consuming connections")
@@ -227,7 +232,7 @@ func (c *config) validate() error {
 			return fmt.Errorf("unknown scenario %q (have %s)", name, strings.Join(scenarioNames(), ","))
 		}
 	}
-	positive := []int{c.rounds, c.pubConns, c.subConns, c.fanoutChannels, c.fanoutMsgs, c.burtTopics,
+	positive := []int{c.rounds, c.pubConns, c.subConns, c.fanoutChannels, c.fanoutMsgs, c.routeMsgs, c.burtTopics,
 		c.burtPublishers, c.burtConsumers, c.statsTopics, c.statsChannelsPerTopic, c.statsWideChannels,
 		c.statsRequests, c.idleCount, c.httpWorkers, c.profileSeconds,
 		c.latencyProducers, c.latencyConsumers, c.latencyRDY}

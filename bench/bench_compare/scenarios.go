@@ -32,6 +32,7 @@ var scenarios = []scenario{
 	{name: "disk", run: func(ctx context.Context, e *env) ([]sample, error) { return pubThenSub(ctx, e, 0) }},
 	{name: "replicated", run: replicated},
 	{name: "fanout", run: fanout},
+	{name: "route", run: route},
 	{name: "burt", run: burt},
 	{name: "stats", run: stats},
 	{name: "idle", run: idle},
@@ -151,29 +152,15 @@ func fanout(ctx context.Context, e *env) (samples []sample, err error) {
 		return nil, err
 	}
 	defer func() { err = e.stop(ctx, d, "", err) }()
-	subs := make([]subscription, e.cfg.fanoutChannels)
-	for i := range subs {
-		subs[i] = subscription{benchTopic, "ch" + strconv.Itoa(i)}
-	}
-	if err := createChannels(ctx, d, subs, e.cfg.httpWorkers); err != nil {
+	subs, err := fanoutChannels(ctx, e, d)
+	if err != nil {
 		return nil, err
 	}
 	produce := func() (int64, error) {
-		pub, err := dial(ctx, d.TCPAddr, largeBuf)
-		if err != nil {
+		if err := publishFanout(ctx, d, e.cfg.fanoutMsgs); err != nil {
 			return 0, err
 		}
-		defer pub.Close()
-		var sent int64
-		for left := e.cfg.fanoutMsgs; left > 0; left -= fanoutBatch {
-			n := min(left, fanoutBatch)
-			pub.w.Write(mpubCommand(benchTopic, n, fanoutSize))
-			if err := pub.expectOK("MPUB"); err != nil {
-				return 0, err
-			}
-			sent += int64(n)
-		}
-		return sent * int64(len(subs)), nil
+		return int64(e.cfg.fanoutMsgs) * int64(len(subs)), nil
 	}
 	m, err := consumeAll(ctx, e, d, "deliver", subs, fanoutSize, smallBuf, fanoutRDY, 0, produce)
 	if err != nil {
@@ -181,6 +168,129 @@ func fanout(ctx context.Context, e *env) (samples []sample, err error) {
 	}
 	rss, err := e.peakRSS(d)
 	return []sample{{"delivered msgs/s", m.rate}, {"CPU µs/msg", m.cpu}, rss}, err
+}
+
+// fanoutChannels creates fanout's and route's topic and its
+// cfg.fanoutChannels channels.
+func fanoutChannels(ctx context.Context, e *env, d *daemon) ([]subscription, error) {
+	subs := make([]subscription, e.cfg.fanoutChannels)
+	for i := range subs {
+		subs[i] = subscription{benchTopic, "ch" + strconv.Itoa(i)}
+	}
+	return subs, createChannels(ctx, d, subs, e.cfg.httpWorkers)
+}
+
+// publishFanout publishes msgs messages of 100 B to the bench topic in
+// MPUBs of up to 200 over one connection, each after the last one's OK.
+func publishFanout(ctx context.Context, d *daemon, msgs int) error {
+	pub, err := dial(ctx, d.TCPAddr, largeBuf)
+	if err != nil {
+		return err
+	}
+	defer pub.Close()
+	for left := msgs; left > 0; left -= fanoutBatch {
+		n := min(left, fanoutBatch)
+		pub.w.Write(mpubCommand(benchTopic, n, fanoutSize))
+		if err := pub.expectOK("MPUB"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// route: one topic with cfg.fanoutChannels channels and no consumer,
+// cfg.routeMsgs messages of 100 B published in MPUBs of up to 200, all of
+// which every channel keeps in memory. The rate is channel-messages
+// routed per second, from the first publish until /stats shows every
+// channel holding every message; the memory is what the daemon's settled
+// RSS grew by, per channel-message. fanout measures routing and delivery
+// together; this is routing and holding alone, what a topic with many
+// slow or absent consumers costs.
+func route(ctx context.Context, e *env) (samples []sample, err error) {
+	d, err := e.start(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { err = e.stop(ctx, d, "", err) }()
+	subs, err := fanoutChannels(ctx, e, d)
+	if err != nil {
+		return nil, err
+	}
+	before, err := settledRSS(ctx, d)
+	if err != nil {
+		return nil, err
+	}
+	w, err := e.begin(ctx, d, "route")
+	if err != nil {
+		return nil, err
+	}
+	if err := publishFanout(ctx, d, e.cfg.routeMsgs); err != nil {
+		return nil, err
+	}
+	if err := waitRouted(ctx, d, len(subs), int64(e.cfg.routeMsgs), e.cfg.stall); err != nil {
+		return nil, err
+	}
+	chMsgs := int64(e.cfg.routeMsgs) * int64(len(subs))
+	m, err := w.end(chMsgs)
+	if err != nil {
+		return nil, err
+	}
+	held, err := settledRSS(ctx, d)
+	if err != nil {
+		return nil, err
+	}
+	return []sample{
+		{"routed channel-msgs/s", m.rate}, {"CPU µs/channel-msg", m.cpu},
+		{"RSS per held channel-msg (B)", float64(held-before) / float64(chMsgs)},
+	}, nil
+}
+
+// waitRouted waits until the bench topic's channels each have depth
+// want. The topic's own depth is polled first, with one channel in the
+// answer: a daemon that routes from the topic's queue in the background
+// (NSQ) is done at most one message after that reaches 0, and a /stats
+// of every channel costs it milliseconds that would slow the routing
+// being timed. Then the whole topic is polled until every channel is
+// full. No progress for stall is an error.
+func waitRouted(ctx context.Context, d *daemon, channels int, want int64, stall time.Duration) error {
+	one := "/stats?format=json&include_mem=false&include_clients=false&topic=" + benchTopic + "&channel=ch0"
+	all := "/stats?format=json&include_mem=false&include_clients=false&topic=" + benchTopic
+	path, last, lastAt := one, int64(-1), time.Now()
+	for {
+		var doc statsdoc.Doc
+		if err := d.decode(ctx, path, &doc); err != nil {
+			return err
+		}
+		if len(doc.Topics) != 1 {
+			return fmt.Errorf("/stats lists %d topics, want 1", len(doc.Topics))
+		}
+		t := doc.Topics[0]
+		var full int
+		sum := -t.Depth
+		for _, c := range t.Channels {
+			sum += c.Depth
+			if c.Depth == want {
+				full++
+			}
+		}
+		switch {
+		case path == one && t.Depth == 0:
+			path = all
+			continue
+		case path == all && full == channels:
+			return nil
+		}
+		if sum != last {
+			last, lastAt = sum, time.Now()
+		} else if time.Since(lastAt) > stall {
+			return fmt.Errorf("routing stalled: %d of %d channels hold %d messages, topic depth %d", full, channels, want, t.Depth)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
 }
 
 // burt: cfg.burtTopics topics with one channel each and cfg.burtConsumers
@@ -256,7 +366,7 @@ func stats(ctx context.Context, e *env) ([]sample, error) {
 type statsTimes struct {
 	// ms is the median time of a request as the client sees it, reading
 	// the whole answer; parsedMs the same with the answer decoded into the
-	// document's types as it arrives, as nsqadmin reads it (statsdoc.Read).
+	// document's types as nsqadmin decodes it (a statsdoc.Decoder).
 	ms, parsedMs float64
 	// cpuMs is the daemon's CPU time per request over the unparsed
 	// requests and the client's checks of them: the client's own work on

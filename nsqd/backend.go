@@ -53,6 +53,7 @@ type queueConfig struct {
 	maxMsgSize      int64
 	msgTimeout      time.Duration
 	maxMsgTimeout   time.Duration
+	deliveryBurst   int // --delivery-burst; 0 means 1 (tests)
 	logger          *slog.Logger
 	guard           *memoryGuard // nil when memory limits are off (tests)
 	// onDiskError hears every disk queue write or sync error (health).
@@ -83,6 +84,7 @@ func newQueueConfig(o *Options, logger *slog.Logger) *queueConfig {
 		maxMsgSize:      o.MaxMsgSize,
 		msgTimeout:      o.MsgTimeout,
 		maxMsgTimeout:   o.MaxMsgTimeout,
+		deliveryBurst:   int(o.DeliveryBurst),
 		logger:          logger,
 	}
 }

@@ -285,8 +285,9 @@ func (ch *Channel) fillAllLocked() {
 		return
 	}
 	now := ch.cfg.now()
+	var p subPicker
 	for {
-		s := ch.readySubLocked()
+		s := ch.pickSubLocked(&p)
 		if s == nil {
 			return
 		}
@@ -296,6 +297,28 @@ func (ch *Channel) fillAllLocked() {
 		}
 		ch.deliverLocked(e, s, now)
 	}
+}
+
+// subPicker is who gets the deliveries of one critical section: the
+// subscriber of the current run and how many more the run may take.
+type subPicker struct {
+	s    *Subscription
+	left int
+}
+
+// pickSubLocked is the subscriber for the next delivery of p's critical
+// section: the current run's while it lasts (--delivery-burst deliveries
+// in a row, each within the subscriber's window), else the next ready one
+// round-robin. Runs do not span critical sections, so messages published
+// one at a time still go to each ready subscriber in turn.
+func (ch *Channel) pickSubLocked(p *subPicker) *Subscription {
+	if s := p.s; s != nil && p.left > 0 && !s.closing && s.inFlight.Load() < s.rdy.Load() {
+		p.left--
+		return s
+	}
+	p.s = ch.readySubLocked()
+	p.left = max(1, ch.cfg.deliveryBurst) - 1
+	return p.s
 }
 
 // armLocked makes sure the timer fires no later than deadline.

@@ -134,8 +134,9 @@ func (ch *Channel) putFromBacklog(msgs []entry) (taken int, err error) {
 	if ch.exiting || ch.paused.Load() || ch.q.lenLocked() > 0 || ch.q.diskBusyLocked() {
 		return 0, err
 	}
+	var p subPicker
 	for taken < len(msgs) && msgs[taken].deferredUntil() <= now {
-		s := ch.readySubLocked()
+		s := ch.pickSubLocked(&p)
 		if s == nil {
 			break
 		}
@@ -198,6 +199,7 @@ func (ch *Channel) fitsLocked(n, bytes int64) bool {
 // there).
 func (ch *Channel) acceptLocked(msgs []entry, now int64, toMemory bool) {
 	ch.taken += uint64(len(msgs))
+	var p subPicker
 	for _, e := range msgs {
 		if due := e.deferredUntil(); due > now {
 			ch.deferLocked(e.own, due)
@@ -209,7 +211,7 @@ func (ch *Channel) acceptLocked(msgs []entry, now int64, toMemory bool) {
 			continue
 		}
 		if ch.q.lenLocked() == 0 && !ch.paused.Load() {
-			if s := ch.readySubLocked(); s != nil {
+			if s := ch.pickSubLocked(&p); s != nil {
 				ch.deliverLocked(e, s, now)
 				continue
 			}

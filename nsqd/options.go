@@ -97,8 +97,16 @@ type Options struct {
 	ClientTimeout   time.Duration
 
 	// client overridable configuration options
-	MaxHeartbeatInterval   time.Duration `flag:"max-heartbeat-interval"`
-	MaxRdyCount            int64         `flag:"max-rdy-count"`
+	MaxHeartbeatInterval time.Duration `flag:"max-heartbeat-interval"`
+	MaxRdyCount          int64         `flag:"max-rdy-count"`
+	// DeliveryBurst is how many queued messages in a row a channel hands
+	// one ready consumer before it goes on to the next. 1, the default,
+	// is NSQ's spread: each message to the next consumer with room, so a
+	// small burst is shared by idle consumers. More cuts the writes (and
+	// the FINs' reads) per message where many consumers each take a few
+	// messages of every publish, at the price of a burst going to fewer
+	// consumers.
+	DeliveryBurst          int64         `flag:"delivery-burst"`
 	MaxOutputBufferSize    int64         `flag:"max-output-buffer-size"`
 	MaxOutputBufferTimeout time.Duration `flag:"max-output-buffer-timeout"`
 	MinOutputBufferTimeout time.Duration `flag:"min-output-buffer-timeout"`
@@ -254,6 +262,7 @@ func NewOptions() *Options {
 
 		MaxHeartbeatInterval:   60 * time.Second,
 		MaxRdyCount:            2500,
+		DeliveryBurst:          1,
 		MaxOutputBufferSize:    64 * 1024,
 		MaxOutputBufferTimeout: 30 * time.Second,
 		MinOutputBufferTimeout: 25 * time.Millisecond,
@@ -336,6 +345,9 @@ func validateOptions(o *Options) error {
 	}
 	if o.MaxRdyCount <= 0 {
 		return errors.New("--max-rdy-count must be positive")
+	}
+	if o.DeliveryBurst < 1 || o.DeliveryBurst > o.MaxRdyCount {
+		return fmt.Errorf("--delivery-burst must be 1 to --max-rdy-count (%d), got %d", o.MaxRdyCount, o.DeliveryBurst)
 	}
 	if err := validateOpsOptions(o); err != nil {
 		return err

@@ -180,6 +180,7 @@ func newFlagSet(opts *nsqd.Options) *flag.FlagSet {
 
 	fs.Duration("max-heartbeat-interval", opts.MaxHeartbeatInterval, "maximum client configurable duration of time between client heartbeats")
 	fs.Int64("max-rdy-count", opts.MaxRdyCount, "maximum RDY count for a client")
+	fs.Int64("delivery-burst", opts.DeliveryBurst, "how many queued messages in a row a channel hands one ready consumer before the next (1 = NSQ's spread over every consumer with room; more means fewer writes per message when many consumers each take a few messages of every publish)")
 	fs.Int64("max-output-buffer-size", opts.MaxOutputBufferSize, "maximum client configurable size (in bytes) for a client output buffer")
 	fs.Duration("max-output-buffer-timeout", opts.MaxOutputBufferTimeout, "maximum client configurable duration of time between flushing to a client")
 	fs.Duration("min-output-buffer-timeout", opts.MinOutputBufferTimeout, "minimum client configurable duration of time between flushing to a client")

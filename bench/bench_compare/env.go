@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 	"unicode"
@@ -21,6 +22,7 @@ type sample struct {
 type env struct {
 	cfg       *config
 	bin       string    // the nsqd binary
+	flags     []string  // given to every start of bin, before the scenario's own
 	contender string    // its column name
 	scenario  string    // the scenario's name, for profile file names
 	prof      *profiler // nil when not profiling
@@ -30,9 +32,9 @@ type env struct {
 	group []*daemon
 }
 
-// start starts a daemon with the scenario's flags.
+// start starts a daemon with the contender's flags and the scenario's.
 func (e *env) start(ctx context.Context, flags ...string) (*daemon, error) {
-	return startDaemon(ctx, e.bin, flags)
+	return startDaemon(ctx, e.bin, append(slices.Clip(e.flags), flags...))
 }
 
 // stop takes the allocation profile (when profiling) and stops d; label

@@ -83,8 +83,9 @@ import (
 
 // config is every knob of a run; the defaults are the workloads.
 type config struct {
-	oursDir, nsqDir string // folders holding an nsqd binary; nsqDir empty = ours only
-	nsqName         string // the reference's column name
+	oursDir, nsqDir string   // folders holding an nsqd binary; nsqDir empty = ours only
+	oursFlags       []string // more flags for our nsqd in every scenario
+	nsqName         string   // the reference's column name
 	rounds          int
 	scenarios       []string
 
@@ -187,6 +188,10 @@ func main() {
 func bindFlags(fs *flag.FlagSet, c *config) {
 	fs.StringVar(&c.oursDir, "ours", "./build", "folder holding our nsqd")
 	fs.StringVar(&c.nsqDir, "nsq", "", "folder holding NSQ v1.3.0's nsqd (empty: run ours only)")
+	fs.Func("ours-flags", "more flags for our nsqd in every scenario, space separated (e.g. \"--delivery-burst=16\")", func(v string) error {
+		c.oursFlags = strings.Fields(v)
+		return nil
+	})
 	fs.StringVar(&c.nsqName, "nsq-name", c.nsqName, "column name of the --nsq daemon (to compare two builds of ours, say which)")
 	fs.IntVar(&c.rounds, "rounds", c.rounds, "rounds of every scenario")
 	fs.Func("scenarios", "comma-separated scenarios (default "+strings.Join(c.scenarios, ",")+"; also latency)", func(s string) error {
@@ -244,16 +249,20 @@ func (c *config) validate() error {
 	return nil
 }
 
-// contender is one daemon under test.
-type contender struct{ name, bin string }
+// contender is one daemon under test, with the flags it gets in every
+// scenario besides the scenario's own.
+type contender struct {
+	name, bin string
+	flags     []string
+}
 
 // contenders are NSQ's then ours, the order every round runs them in.
 func (c *config) contenders() ([]contender, error) {
 	var list []contender
 	if c.nsqDir != "" && c.profileDir == "" {
-		list = append(list, contender{c.nsqName, filepath.Join(c.nsqDir, "nsqd")})
+		list = append(list, contender{name: c.nsqName, bin: filepath.Join(c.nsqDir, "nsqd")})
 	}
-	list = append(list, contender{"ours", filepath.Join(c.oursDir, "nsqd")})
+	list = append(list, contender{name: "ours", bin: filepath.Join(c.oursDir, "nsqd"), flags: c.oursFlags})
 	for _, ct := range list {
 		if _, err := os.Stat(ct.bin); err != nil {
 			return nil, fmt.Errorf("%s: %w", ct.name, err)
@@ -299,7 +308,7 @@ func run(ctx context.Context, cfg *config, progress io.Writer) (*results, error)
 				continue
 			}
 			for _, ct := range contenders {
-				e := &env{cfg: cfg, bin: ct.bin, contender: ct.name, scenario: sc.name, prof: prof, progress: progress}
+				e := &env{cfg: cfg, bin: ct.bin, flags: ct.flags, contender: ct.name, scenario: sc.name, prof: prof, progress: progress}
 				samples, err := sc.run(ctx, e)
 				if err != nil {
 					return res, fmt.Errorf("round %d, %s, %s: %w", round, sc.name, ct.name, err)

@@ -45,6 +45,7 @@ func TestOneTinyRoundOfEveryScenario(t *testing.T) {
 	cfg.profileDir = ""
 	clientProfDir := t.TempDir()
 	cfg.clientProfileDir = clientProfDir
+	cfg.oursFlags = []string{"--delivery-burst=4"} // given to every start, the cluster's nodes too
 	cfg.scenarios = []string{"pubsub", "disk", "replicated", "fanout", "route", "burt", "stats", "latency"}
 	res, err := run(ctx, &cfg, &progress)
 	if err != nil {

@@ -43,6 +43,7 @@ func newHTTPServer(n *NSQD) *http.Server {
 	r.Handle("POST", "/pub", httpapi.V1(s.pub))
 	r.Handle("POST", "/mpub", httpapi.V1(s.mpub))
 	r.Handle("GET", "/stats", v1(s.stats))
+	r.Handle("GET", "/cluster", v1(s.cluster))
 	r.Handler("GET", "/metrics", n.metricsHandler())
 	// The calls that change or show a topic or channel: a replicated one's
 	// go through the replication layer (replicable), the handlers below

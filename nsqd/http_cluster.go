@@ -13,6 +13,20 @@ import (
 	"github.com/nsqgo/nsq/internal/replication"
 )
 
+// cluster is GET /cluster: the members, the Raft groups and where each
+// replicated topic lives, as this node sees them. A daemon without
+// --cluster-address has no cluster to show.
+func (s *httpServer) cluster(http.ResponseWriter, *http.Request, httprouter.Params) (any, error) {
+	if s.n.repl == nil {
+		return nil, apiErr(http.StatusNotFound, "CLUSTER_NOT_CONFIGURED")
+	}
+	v, err := s.n.repl.Cluster()
+	if err != nil {
+		return nil, apiErr(http.StatusInternalServerError, "INTERNAL_ERROR: "+err.Error())
+	}
+	return v, nil
+}
+
 // replicatedCall runs do, an HTTP call on a replicated topic, through the
 // replication layer. A call another node forwarded here is refused when
 // this node does not lead either, so forwards never loop.

@@ -11,27 +11,30 @@ import (
 
 // TestUnitBacklogMovesToChannels: what a topic holds while it has no
 // channel, in memory and on disk, and what it holds while paused, reaches
-// each channel whole and in publication order.
+// each channel whole and in publication order. The topic is paused while
+// its channels are made: the first channel starts the move, and a channel
+// made while the move is under way gets only what has not moved yet (as
+// in NSQ, a channel sees the messages published from its creation on).
 func TestUnitBacklogMovesToChannels(t *testing.T) {
 	w := newQueueWorld(t, "backlog", memQueueSize(10))
 	w.publishInOrder(t, 0, 300)
 	if d := w.topic.Depth(); d != 300 {
 		t.Fatalf("topic depth %d with no channel, want 300", d)
 	}
+	w.topic.Pause()
 	if _, err := w.topic.GetChannel("b"); err != nil {
 		t.Fatal(err)
 	}
 	_, s, c := w.subscribe(t, "a", 400)
-	if d := w.topic.Depth(); d != 0 {
-		t.Fatalf("topic depth %d once it has channels, want 0", d)
-	}
-	w.topic.Pause()
 	w.publishInOrder(t, 300, 350)
-	if d := w.topic.Depth(); d != 50 {
-		t.Fatalf("paused topic depth %d, want 50", d)
+	if d := w.topic.Depth(); d != 350 {
+		t.Fatalf("paused topic depth %d with its channels, want 350", d)
 	}
 	w.topic.UnPause()
 	w.settle(t)
+	if d := w.topic.Depth(); d != 0 {
+		t.Fatalf("topic depth %d once unpaused with channels, want 0", d)
+	}
 	c.expectBodies(t, "after the unpause", policyStrings(0, 350)...)
 	for _, m := range c.deliveries() {
 		if err := s.Finish(m.ID); err != nil {
@@ -40,6 +43,17 @@ func TestUnitBacklogMovesToChannels(t *testing.T) {
 	}
 	if got, want := w.consumeAll(t, "b"), policyStrings(0, 350); !slices.Equal(got, want) {
 		t.Fatalf("channel b got %d %v, want %d %v", len(got), head(got), len(want), head(want))
+	}
+
+	// Unpaused, the first channel takes the whole backlog.
+	w2 := newQueueWorld(t, "backlog2", memQueueSize(10))
+	w2.publishInOrder(t, 0, 300)
+	if _, err := w2.topic.GetChannel("only"); err != nil {
+		t.Fatal(err)
+	}
+	w2.settle(t)
+	if got, want := w2.consumeAll(t, "only"), policyStrings(0, 300); !slices.Equal(got, want) {
+		t.Fatalf("the first channel got %d %v, want %d %v", len(got), head(got), len(want), head(want))
 	}
 }
 

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
-	"strconv"
 
 	"github.com/hashicorp/raft"
 )
@@ -95,13 +94,12 @@ func (n *Node) Cluster() (ClusterView, error) {
 	slices.Sort(members)
 
 	topics := n.fsm.views()
-	stats := n.raft.Stats()
 	v.Groups = []GroupView{{
 		ID:           theGroup,
 		Members:      members,
 		Leader:       string(leaderAddr),
 		State:        n.raft.State().String(),
-		Term:         statUint(stats, "term"),
+		Term:         n.raft.CurrentTerm(),
 		LastIndex:    n.raft.LastIndex(),
 		CommitIndex:  n.raft.CommitIndex(),
 		AppliedIndex: n.raft.AppliedIndex(),
@@ -124,14 +122,4 @@ func (n *Node) Cluster() (ClusterView, error) {
 		})
 	}
 	return v, nil
-}
-
-// statUint reads one of raft.Stats' counters; 0 when it is missing or
-// not a number.
-func statUint(stats map[string]string, key string) uint64 {
-	v, err := strconv.ParseUint(stats[key], 10, 64)
-	if err != nil {
-		return 0
-	}
-	return v
 }

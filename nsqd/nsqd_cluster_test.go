@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -43,15 +42,7 @@ func startTestCluster(t *testing.T, n int, configure ...func(*Options)) []*testD
 }
 
 func tryStartCluster(t *testing.T, n int, configure []func(*Options)) ([]*testDaemon, error) {
-	peers := make([]string, n)
-	for i := range peers {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		peers[i] = l.Addr().String()
-		l.Close()
-	}
+	peers := testutil.FreeAddrs(t, n)
 	nodes := make([]*testDaemon, 0, n)
 	stopAll := func() {
 		for _, d := range nodes {
@@ -504,9 +495,15 @@ func TestReplicatedTouchAndEmpty(t *testing.T) {
 	// leader's queues resolve them.
 	follower.mustDo("POST", "/topic/policy?topic="+topic, `{"max_bytes": 1000000, "overflow": "reject_new"}`, 200)
 	follower.mustDo("POST", "/channel/policy?topic="+topic+"&channel=c", `{"max_msgs": 5, "max_attempts": 3}`, 200)
-	for _, path := range []string{"/topic/policy?topic=" + topic, "/channel/policy?topic=" + topic + "&channel=c"} {
-		testutil.WaitFor(t, "the same "+path+" on the follower and the leader", 30*time.Second, func() bool {
-			return follower.mustDo("GET", path, "", 200) == next.mustDo("GET", path, "", 200)
+	// Both patches are committed once the POSTs are answered, but a
+	// follower's view follows its log: wait until it shows them.
+	for path, want := range map[string]string{
+		"/topic/policy?topic=" + topic:                  `"max_bytes":1000000`,
+		"/channel/policy?topic=" + topic + "&channel=c": `"max_attempts":3`,
+	} {
+		testutil.WaitFor(t, path+" with "+want+", the same on the follower and the leader", 30*time.Second, func() bool {
+			got := follower.mustDo("GET", path, "", 200)
+			return strings.Contains(got, want) && got == next.mustDo("GET", path, "", 200)
 		})
 	}
 	if got := follower.mustDo("GET", "/channel/policy?topic="+topic+"&channel=c", "", 200); !strings.Contains(got, `"max_attempts":3`) || !strings.Contains(got, `"max_bytes":1000000`) {
@@ -1080,6 +1077,41 @@ func TestReplicatedChannelCallsLikeOrdinary(t *testing.T) {
 	for _, d := range nodes {
 		if ts := d.topicStats(topic); ts.Paused || len(ts.Channels) != 1 || ts.Channels[0].Paused {
 			t.Fatalf("%s: the replicated topic changed: %+v", d.opts.ClusterAddress, ts)
+		}
+	}
+}
+
+// TestReplicatedChangeInEffectWhenAnswered: a change to a replicated
+// queue is in effect on the leader's queues by the time its request is
+// answered, through the leader or a follower, as on a single node: the
+// leader commits the entry and then waits for its local queues to take
+// it (they take committed entries on a worker of their own).
+func TestReplicatedChangeInEffectWhenAnswered(t *testing.T) {
+	nodes := startTestCluster(t, 3)
+	const topic = "effective"
+	createReplicated(t, nodes, nodes[0], nodes[0], topic, "c")
+	leader := leaderOf(t, nodes)
+	follower := followerOf(nodes, leader)
+	for i := range 20 {
+		via, role := leader, "the leader"
+		if i%2 == 1 {
+			via, role = follower, "a follower"
+		}
+		attempts := fmt.Sprintf(`"max_attempts":%d`, i+1)
+		got := via.mustDo("POST", "/channel/policy?topic="+topic+"&channel=c", fmt.Sprintf(`{%s}`, attempts), 200)
+		if via == leader && !strings.Contains(got, attempts) {
+			t.Fatalf("round %d: the leader answered the policy POST with %s; want %s", i, got, attempts)
+		}
+		if got := leader.mustDo("GET", "/channel/policy?topic="+topic+"&channel=c", "", 200); !strings.Contains(got, attempts) {
+			t.Fatalf("round %d: the policy POST through %s was answered, and the leader's channel has %s; want %s", i, role, got, attempts)
+		}
+		path := "/channel/pause"
+		if i%4 >= 2 {
+			path = "/channel/unpause"
+		}
+		via.mustDo("POST", path+"?topic="+topic+"&channel=c", "", 200)
+		if cs, ok := leader.channelStats(topic, "c"); !ok || cs.Paused != (path == "/channel/pause") {
+			t.Fatalf("round %d: %s through %s was answered, and the leader's channel has paused=%v (found %v)", i, path, role, cs.Paused, ok)
 		}
 	}
 }

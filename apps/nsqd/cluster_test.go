@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nsqgo/nsq/internal/testutil"
 	"github.com/nsqio/go-nsq"
 )
 
@@ -64,11 +65,12 @@ func startClusterIn(t testing.TB, lab *netLab, n int, flags ...string) *testClus
 	waitHTTP(t, "http://"+c.lookupdHTTP+"/ping", lookupdExited)
 
 	var peers []string
+	addrs := testutil.FreeAddrs(t, 3*n)
 	for i := 0; i < n; i++ {
 		nd := &clusterNode{
-			cluster: fmt.Sprintf("127.0.0.1:%d", freePort(t)),
-			tcp:     fmt.Sprintf("127.0.0.1:%d", freePort(t)),
-			http:    fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+			cluster: addrs[3*i],
+			tcp:     addrs[3*i+1],
+			http:    addrs[3*i+2],
 			data:    filepath.Join(t.TempDir(), fmt.Sprint("node", i)),
 		}
 		if lab != nil { // a namespace of its own: fixed ports do

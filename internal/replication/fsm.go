@@ -1,6 +1,7 @@
 package replication
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -72,6 +73,11 @@ type fsm struct {
 	// the state, without waiting for the leader's own queue to write it.
 	local     chan func()
 	localDone chan struct{}
+	// closeMu lets settle, called by request handlers, never hand work to
+	// a closed worker; everything else hands work over before close by
+	// contract.
+	closeMu   sync.RWMutex
+	closed    bool
 	mirroring bool          // Applies hand entries to local; guarded by mu
 	leadGen   atomic.Uint64 // bumped by every activate and deactivate
 	active    atomic.Bool   // the local queues are loaded: consumers may SUB
@@ -127,8 +133,34 @@ func (f *fsm) runLocal() {
 // close ends the local worker once what it was given is done; Raft must
 // be shut down (no more Applies) and the fsm deactivated.
 func (f *fsm) close() {
+	f.closeMu.Lock()
+	f.closed = true
 	close(f.local)
+	f.closeMu.Unlock()
 	<-f.localDone
+}
+
+// settle waits, within ctx, until the local queues have taken every entry
+// applied so far. A leader calls it after committing a change to a queue
+// (a policy, a pause, an empty), so that the change is in effect when the
+// request that made it is answered, as on a single node. A publish does
+// not wait: it is answered once committed.
+func (f *fsm) settle(ctx context.Context) {
+	done := make(chan struct{})
+	f.closeMu.RLock()
+	if f.closed {
+		f.closeMu.RUnlock()
+		return
+	}
+	select {
+	case f.local <- func() { close(done) }:
+	case <-ctx.Done():
+	}
+	f.closeMu.RUnlock()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
 }
 
 // Apply implements raft.FSM.

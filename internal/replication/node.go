@@ -532,11 +532,16 @@ func (n *Node) Empty(ctx context.Context, topic, channel string) error {
 // creation, refuses it with ErrChannelNotFound rather than commit an
 // entry that changes nothing.
 func (n *Node) submitEntry(ctx context.Context, e *entry, forward func(context.Context, NodeInfo) error) error {
-	return n.submit(ctx, func(context.Context) error {
+	return n.submit(ctx, func(ctx context.Context) error {
 		if e.channel != "" && e.op != opCreateChannel && !n.HasChannel(e.topic, e.channel) {
 			return ErrChannelNotFound
 		}
-		return n.commit(e.encode())
+		if err := n.commit(e.encode()); err != nil {
+			return err
+		}
+		// Committed: a slow local queue does not make it an error.
+		n.fsm.settle(ctx)
+		return nil
 	}, forward)
 }
 

@@ -44,3 +44,16 @@ func TestScriptConnRefusesUseAfterClose(t *testing.T) {
 		t.Errorf("write after close: %v", err)
 	}
 }
+
+func TestFreeAddrsAreDistinct(t *testing.T) {
+	for range 20 {
+		addrs := FreeAddrs(t, 16)
+		seen := map[string]bool{}
+		for _, a := range addrs {
+			if seen[a] {
+				t.Fatalf("%s twice in %v", a, addrs)
+			}
+			seen[a] = true
+		}
+	}
+}

@@ -38,7 +38,7 @@ func (a *Admin) routes() (http.Handler, error) {
 	r.GET(bp("/static/:asset"), logged(a.pages.static))
 
 	for _, p := range []string{"/", "/topics", "/topics/:topic", "/topics/:topic/:channel",
-		"/nodes", "/nodes/:node", "/counter", "/lookup"} {
+		"/nodes", "/nodes/:node", "/cluster", "/counter", "/lookup"} {
 		r.GET(bp(p), logged(a.withDeadline(a.page)))
 	}
 	if o.BasePath != "/" {

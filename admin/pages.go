@@ -31,7 +31,7 @@ type pages struct {
 	assets fs.FS
 }
 
-var pageNames = []string{"topics", "topic", "channel", "nodes", "node", "counter", "lookup", "error"}
+var pageNames = []string{"topics", "topic", "channel", "nodes", "node", "cluster", "counter", "lookup", "error"}
 
 func newPages(devStaticDir string) (*pages, error) {
 	funcs := template.FuncMap{
@@ -211,6 +211,8 @@ func (a *Admin) page(w http.ResponseWriter, req *http.Request, ps httprouter.Par
 		a.nodePage(w, req, ps.ByName("node"))
 	case rel == "/nodes":
 		a.nodesPage(w, req)
+	case rel == "/cluster":
+		a.clusterPage(w, req)
 	case rel == "/counter":
 		a.counterPage(w, req)
 	case rel == "/lookup":

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nsqgo/nsq/internal/replication"
+	"github.com/nsqgo/nsq/internal/clusterdoc"
 	"github.com/nsqgo/nsq/internal/testutil"
 )
 
@@ -29,10 +29,10 @@ func TestClusterView(t *testing.T) {
 	leaderTCP := leader.repl.Status("rt").Leader
 
 	for _, d := range nodes {
-		var v replication.ClusterView
+		var v clusterdoc.Cluster
 		// A follower learns the leader's address with the next heartbeat.
 		testutil.WaitFor(t, d.opts.ClusterAddress+" knowing the leader", 10*time.Second, func() bool {
-			v = replication.ClusterView{}
+			v = clusterdoc.Cluster{}
 			body := d.mustDo("GET", "/cluster", "", 200)
 			if err := json.Unmarshal([]byte(body), &v); err != nil {
 				t.Fatalf("GET /cluster: %v: %s", err, body)
@@ -68,7 +68,7 @@ func TestClusterView(t *testing.T) {
 		if !slices.Equal(g.Members, peers) || g.State != wantState || g.Term == 0 || g.CommitIndex == 0 || g.Topics != 1 {
 			t.Errorf("%s: group %+v: want members %v, state %s, a term, commits and 1 topic", d.opts.ClusterAddress, g, peers, wantState)
 		}
-		want := []replication.TopicLocation{{Topic: "rt", Replicas: 3, Group: g.ID, ReplicaSet: peers, Leader: leaderTCP}}
+		want := []clusterdoc.Topic{{Topic: "rt", Replicas: 3, Group: g.ID, ReplicaSet: peers, Leader: leaderTCP}}
 		if len(v.Topics) != 1 || v.Topics[0].Topic != "rt" || v.Topics[0].Replicas != 3 || v.Topics[0].Group != g.ID ||
 			!slices.Equal(v.Topics[0].ReplicaSet, peers) || v.Topics[0].Leader != leaderTCP || leaderTCP == "" {
 			t.Errorf("%s: topics %+v, want %+v", d.opts.ClusterAddress, v.Topics, want)

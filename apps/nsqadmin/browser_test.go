@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -16,6 +17,8 @@ import (
 	"github.com/chromedp/chromedp/kb"
 
 	"github.com/nsqgo/nsq/admin"
+	"github.com/nsqgo/nsq/apps/internal/daemontest"
+	"github.com/nsqgo/nsq/internal/testutil"
 	"github.com/nsqgo/nsq/internal/toolutil/tooltest"
 )
 
@@ -195,6 +198,7 @@ func TestBrowser(t *testing.T) {
 		{"topic", "/topics/orders", []string{"Channels of orders", "billing", "Depth 0", "Pause topic", "Delete topic", "no policy"}},
 		{"channel", "/topics/orders/billing", []string{"Depth 7", "Pause channel", "Empty channel", "Clients (none connected)", "no policy"}},
 		{"channel-with-client", "/topics/events/audit", []string{"Clients 1–1 of 1", "go-nsq"}},
+		{"cluster-none", "/cluster", []string{"No nsqd node is in a Raft cluster", "Not in a cluster: " + c.nsqdHTP}},
 		{"counter", "/counter", []string{"messages processed"}},
 		{"lookup", "/lookup", []string{"Create a topic or channel"}},
 	}
@@ -339,4 +343,59 @@ func TestBrowser(t *testing.T) {
 	b.open("/")
 	b.see("dead node", "1 daemon did not answer", dead+" down", "orders")
 	b.screenshot("dead-node-badge")
+}
+
+// TestBrowserClusterPage: over three nsqd nodes in one Raft cluster, the
+// cluster page shows every member with its client addresses (each node
+// knows its own; GET /cluster on one node knows only those that have led),
+// the group as
+// each node sees it (one leader, two followers, all at one term) and the
+// replicated topic with its replica set and leader, as GET /cluster does;
+// the table follows a new replicated topic without a reload.
+func TestBrowserClusterPage(t *testing.T) {
+	if _, err := findChromium(); err != nil {
+		t.Skipf("Chromium not found (install Debian's chromium package): %v", err)
+	}
+	ltcp, lhttp := daemontest.StartLookupd(t)
+	nodes := daemontest.StartNSQDCluster(t, 3, ltcp)
+	createReplicated := func(topic string) {
+		testutil.WaitFor(t, "the replicated topic "+topic+" created", 30*time.Second, func() bool {
+			code, _ := do(t, "POST", "http://"+nodes[0]+"/topic/create?replicas=3&topic="+topic, nil)
+			return code == 200
+		})
+	}
+	createReplicated("ledger")
+	var view struct {
+		Members []struct{ Address string }
+		Topics  []struct{ Topic, Leader string }
+	}
+	testutil.WaitFor(t, "the members and the topic's leader in GET /cluster", 30*time.Second, func() bool {
+		_, body := do(t, "GET", "http://"+nodes[0]+"/cluster", nil)
+		if json.Unmarshal([]byte(body), &view) != nil || len(view.Topics) != 1 || view.Topics[0].Leader == "" {
+			return false
+		}
+		return len(view.Members) == 3
+	})
+	base := startAdmin(t, cluster{lookupdHTTP: lhttp}, func(o *admin.Options) {
+		o.RefreshInterval = 200 * time.Millisecond
+	})
+	b := newBrowser(t, base)
+	b.open("/cluster")
+	want := []string{"3 cluster members", "1 replicated topic", "ledger", view.Topics[0].Leader}
+	for i, n := range nodes {
+		want = append(want, n, view.Members[i].Address)
+	}
+	b.see("cluster", want...)
+	roles := b.eval(`Array.from(document.querySelectorAll('#live table:nth-of-type(2) tbody tr td:nth-child(3)')).map(e => e.textContent).sort().join(',')`)
+	if roles != "Follower,Follower,Leader" {
+		t.Errorf("the group's rows show the roles %q; want one leader and two followers", roles)
+	}
+	if bad := b.unlabeled(); bad != "" {
+		t.Errorf("cluster: form controls without a label:\n%s", bad)
+	}
+	b.screenshot("cluster")
+
+	createReplicated("audit")
+	b.waitFor("the new topic in the live table", `document.querySelector('#live') && document.querySelector('#live').textContent.includes('2 replicated topics')`)
+	b.see("cluster after a new topic", "audit", "ledger")
 }

@@ -7,9 +7,11 @@ package daemontest
 import (
 	"bufio"
 	"io"
+	"net/http"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -33,6 +35,41 @@ func StartNSQD(t *testing.T, lookupdTCP ...string) (tcpAddr, httpAddr string) {
 	n, err := nsqd.New(o)
 	testutil.Serve(t, n, err)
 	return n.TCPAddr().String(), n.HTTPAddr().String()
+}
+
+// StartNSQDCluster runs n nsqd nodes that form one Raft cluster on
+// loopback, each registering with the given nsqlookupd TCP addresses, and
+// returns their HTTP addresses once one of them leads.
+func StartNSQDCluster(t *testing.T, n int, lookupdTCP ...string) (httpAddrs []string) {
+	t.Helper()
+	peers := testutil.FreeAddrs(t, n)
+	for _, peer := range peers {
+		o := nsqd.NewOptions()
+		o.TCPAddress, o.HTTPAddress, o.HTTPSAddress = "127.0.0.1:0", "127.0.0.1:0", ""
+		o.BroadcastAddress = "127.0.0.1"
+		o.NSQLookupdTCPAddresses = lookupdTCP
+		o.ClusterAddress, o.ClusterPeers = peer, peers
+		o.DataPath = t.TempDir()
+		o.LogLevel, o.LogOutput = "warn", io.Discard
+		nd, err := nsqd.New(o)
+		testutil.Serve(t, nd, err)
+		httpAddrs = append(httpAddrs, nd.HTTPAddr().String())
+	}
+	testutil.WaitFor(t, "a leader of the test cluster", 30*time.Second, func() bool {
+		for _, addr := range httpAddrs {
+			resp, err := http.Get("http://" + addr + "/cluster")
+			if err != nil {
+				continue
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if strings.Contains(string(b), `"state":"Leader"`) {
+				return true
+			}
+		}
+		return false
+	})
+	return httpAddrs
 }
 
 // StartLookupd runs an nsqlookupd for the test.

@@ -254,11 +254,16 @@ func (e *statusError) message() string {
 // notFound treats nsqlookupd's 404 for an unknown topic as an empty answer:
 // a topic it has never heard of has no producers and no channels.
 func notFound(err error) error {
-	var se *statusError
-	if errors.As(err, &se) && se.code == http.StatusNotFound {
+	if isNotFound(err) {
 		return nil
 	}
 	return err
+}
+
+// isNotFound reports whether a daemon answered 404.
+func isNotFound(err error) bool {
+	var se *statusError
+	return errors.As(err, &se) && se.code == http.StatusNotFound
 }
 
 // maxAnswer bounds a daemon's answer; a 10,000-channel /stats is ~2.5 MB.

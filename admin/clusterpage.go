@@ -2,7 +2,6 @@ package admin
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"slices"
 	"strings"
@@ -45,8 +44,7 @@ func (a *Admin) raftClusterView(ctx context.Context) (*clusterPageView, []NodeEr
 	got, ferrs := fanOut(ctx, c.limit, httpAddrs(producers), func(ctx context.Context, addr string) (answer, error) {
 		var v clusterdoc.Cluster
 		err := c.get(ctx, "nsqd", addr, "/cluster", &v)
-		var se *statusError
-		if errors.As(err, &se) && se.code == http.StatusNotFound {
+		if isNotFound(err) {
 			return answer{addr: addr, outside: true}, nil
 		}
 		return answer{addr: addr, view: v}, err

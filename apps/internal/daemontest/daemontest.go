@@ -6,16 +6,17 @@ package daemontest
 
 import (
 	"bufio"
+	"encoding/json"
 	"io"
 	"net/http"
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/nsqgo/nsq/internal/clusterdoc"
 	"github.com/nsqgo/nsq/internal/logging"
 	"github.com/nsqgo/nsq/internal/testutil"
 	"github.com/nsqgo/nsq/lookupd"
@@ -61,9 +62,10 @@ func StartNSQDCluster(t *testing.T, n int, lookupdTCP ...string) (httpAddrs []st
 			if err != nil {
 				continue
 			}
-			b, _ := io.ReadAll(resp.Body)
+			var v clusterdoc.Cluster
+			err = json.NewDecoder(resp.Body).Decode(&v)
 			resp.Body.Close()
-			if strings.Contains(string(b), `"state":"Leader"`) {
+			if err == nil && len(v.Groups) > 0 && v.Groups[0].State == "Leader" {
 				return true
 			}
 		}

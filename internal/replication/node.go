@@ -24,6 +24,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 
+	"github.com/nsqgo/nsq/internal/clustermux"
 	"github.com/nsqgo/nsq/internal/statsdoc"
 )
 
@@ -95,6 +96,7 @@ type Node struct {
 	fsm      *fsm
 	store    *stores
 	trans    *raft.NetworkTransport
+	mux      *clustermux.Mux
 	notify   chan bool
 	acks     *ackBatcher
 	pubs     *publishGroups
@@ -167,8 +169,15 @@ func Start(cfg Config) (*Node, error) {
 		store.Close()
 		return nil, fmt.Errorf("cluster address %q: %w", cfg.Address, err)
 	}
-	trans, err := newTransport(cfg, addr, hlog)
+	ln, dial, err := listenCluster(cfg.Address, cfg.TLS)
 	if err != nil {
+		store.Close()
+		return nil, err
+	}
+	mux := clustermux.New(ln, addr, dial, theGroup, cfg.Log)
+	trans, err := newTransport(mux, theGroup, hlog)
+	if err != nil {
+		mux.Close()
 		store.Close()
 		return nil, err
 	}
@@ -176,17 +185,19 @@ func Start(cfg Config) (*Node, error) {
 	f, err := newFSM(cfg.Host, cfg.Log, cfg.DataDir, store.log)
 	if err != nil {
 		trans.Close()
+		mux.Close()
 		store.Close()
 		return nil, err
 	}
 	store.log.keep = f.keepIndex
-	n := &Node{cfg: cfg, fsm: f, store: store, trans: trans, notify: notify, draining: make(chan struct{}),
+	n := &Node{cfg: cfg, fsm: f, store: store, trans: trans, mux: mux, notify: notify, draining: make(chan struct{}),
 		claims: newClaimAnswers(), answers: make(chan claimAnswer, answerQueue), creating: make(chan struct{}, 1)}
 	f.onClaim = n.onClaim
 	n.raft, err = raft.NewRaft(rc, n.fsm, logs, store.stable, snaps, trans)
 	if err != nil {
 		f.close()
 		trans.Close()
+		mux.Close()
 		store.Close()
 		return nil, fmt.Errorf("starting raft: %w", err)
 	}
@@ -236,19 +247,13 @@ func Start(cfg Config) (*Node, error) {
 	return n, nil
 }
 
-// newTransport is Raft's TCP transport, over TLS when cfg.TLS is set.
-func newTransport(cfg Config, advertise *net.TCPAddr, hlog hclog.Logger) (*raft.NetworkTransport, error) {
+// newTransport is the group's Raft transport, on its share of the
+// cluster listener.
+func newTransport(mux *clustermux.Mux, group string, hlog hclog.Logger) (*raft.NetworkTransport, error) {
 	const maxPool, timeout = 4, 10 * time.Second
-	if cfg.TLS == nil {
-		t, err := raft.NewTCPTransportWithLogger(cfg.Address, advertise, maxPool, timeout, hlog)
-		if err != nil {
-			return nil, fmt.Errorf("cluster listener: %w", err)
-		}
-		return t, nil
-	}
-	stream, err := newTLSStream(cfg.Address, advertise, cfg.TLS)
+	stream, err := mux.Stream(group)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("cluster listener for group %s: %w", group, err)
 	}
 	return raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{Stream: stream, MaxPool: maxPool, Timeout: timeout, Logger: hlog}), nil
 }
@@ -274,7 +279,7 @@ func (n *Node) Close() error {
 
 func (n *Node) shutdownRaft() error {
 	err := n.raft.Shutdown().Error()
-	return errors.Join(err, n.store.log.sync(), n.trans.Close(), n.store.Close())
+	return errors.Join(err, n.store.log.sync(), n.trans.Close(), n.mux.Close(), n.store.Close())
 }
 
 // watchLeadership loads the replicated topics into the local queues when

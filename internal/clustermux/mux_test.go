@@ -135,10 +135,7 @@ func TestGroupsShareOneListener(t *testing.T) {
 
 func TestDefaultGroupNeedsNoHeader(t *testing.T) {
 	m := newMux(t)
-	s, err := m.Stream("0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := mustStream(t, m, "0")
 	c, err := net.Dial("tcp", m.advertise.String())
 	if err != nil {
 		t.Fatal(err)
@@ -192,14 +189,8 @@ func accept(t *testing.T, s *Stream) net.Conn {
 
 func TestNamedGroupReadsAfterHeader(t *testing.T) {
 	a, b := newMux(t), newMux(t)
-	sa, err := a.Stream("g1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sb, err := b.Stream("g1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	sa := mustStream(t, a, "g1")
+	sb := mustStream(t, b, "g1")
 	c, err := sa.Dial(raft.ServerAddress(b.advertise.String()), time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -214,10 +205,7 @@ func TestNamedGroupReadsAfterHeader(t *testing.T) {
 // peer sees it as it would a node that is down, and retries.
 func TestUnknownGroupIsClosed(t *testing.T) {
 	a, b := newMux(t), newMux(t)
-	sa, err := a.Stream("mine")
-	if err != nil {
-		t.Fatal(err)
-	}
+	sa := mustStream(t, a, "mine")
 	c, err := sa.Dial(raft.ServerAddress(b.advertise.String()), time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -231,10 +219,7 @@ func TestUnknownGroupIsClosed(t *testing.T) {
 
 func TestStreamNames(t *testing.T) {
 	m := newMux(t)
-	s, err := m.Stream("g")
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := mustStream(t, m, "g")
 	if _, err := m.Stream("g"); err == nil {
 		t.Fatal("a second stream for one group was allowed")
 	}
@@ -253,4 +238,13 @@ func TestStreamNames(t *testing.T) {
 	if _, err := m.Stream("h"); err != ErrClosed {
 		t.Fatalf("stream on a closed mux: %v, want ErrClosed", err)
 	}
+}
+
+func mustStream(t *testing.T, m *Mux, group string) *Stream {
+	t.Helper()
+	s, err := m.Stream(group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }

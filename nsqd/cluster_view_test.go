@@ -12,15 +12,15 @@ import (
 
 // TestClusterView: GET /cluster on every node of a 3-node cluster shows
 // the three members (voters, the answering one marked; its nsqd's
-// addresses and the leader's known), the group with
-// its leader, and the replicated topic with its replica set and its
-// leader's nsqd, the same address /stats names; an ordinary topic is not
-// listed. A daemon without a cluster answers 404.
+// addresses and the leader's known), the meta group and the topic's data
+// group with its leader, and the replicated topic with its replica set
+// and its leader's nsqd, the same address /stats names; an ordinary topic
+// is not listed. A daemon without a cluster answers 404.
 func TestClusterView(t *testing.T) {
 	nodes := startTestCluster(t, 3)
 	createReplicated(t, nodes, nodes[0], nodes[1], "rt", "c")
 	nodes[2].mustDo("POST", "/topic/create?topic=ordinary", "", 200)
-	leader := leaderOf(t, nodes)
+	leader := leaderOf(t, nodes, "rt")
 	var peers []string
 	for _, d := range nodes {
 		peers = append(peers, d.opts.ClusterAddress)
@@ -37,7 +37,8 @@ func TestClusterView(t *testing.T) {
 			if err := json.Unmarshal([]byte(body), &v); err != nil {
 				t.Fatalf("GET /cluster: %v: %s", err, body)
 			}
-			return len(v.Groups) == 1 && v.Groups[0].Leader == leader.opts.ClusterAddress
+			return len(v.Topics) == 1 && groupOf(v, v.Topics[0].Group).Leader == leader.opts.ClusterAddress &&
+				v.Topics[0].Leader == leaderTCP
 		})
 		var addrs []string
 		selves := 0
@@ -60,7 +61,10 @@ func TestClusterView(t *testing.T) {
 		if !slices.Equal(addrs, peers) || selves != 1 {
 			t.Errorf("%s: members %v (%d marked self), want %v and one", d.opts.ClusterAddress, addrs, selves, peers)
 		}
-		g := v.Groups[0]
+		if len(v.Groups) != 2 || v.Groups[0].ID != "0" || !slices.Equal(v.Groups[0].Members, peers) || v.Groups[0].Topics != 0 {
+			t.Errorf("%s: groups %+v: want the meta group of every voter, holding no topic, and one data group", d.opts.ClusterAddress, v.Groups)
+		}
+		g := groupOf(v, v.Topics[0].Group)
 		wantState := "Follower"
 		if d == leader {
 			wantState = "Leader"
@@ -79,4 +83,14 @@ func TestClusterView(t *testing.T) {
 	if code, body := single.do("GET", "/cluster", ""); code != 404 || !json.Valid([]byte(body)) {
 		t.Errorf("GET /cluster without a cluster: %d %s, want 404", code, body)
 	}
+}
+
+// groupOf is the group of that id in v.
+func groupOf(v clusterdoc.Cluster, id string) clusterdoc.Group {
+	for _, g := range v.Groups {
+		if g.ID == id {
+			return g
+		}
+	}
+	return clusterdoc.Group{}
 }

@@ -3,6 +3,7 @@ package nsqd
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"strconv"
 
@@ -30,8 +31,8 @@ func (s *httpServer) cluster(http.ResponseWriter, *http.Request, httprouter.Para
 // replicatedCall runs do, an HTTP call on a replicated topic, through the
 // replication layer. A call another node forwarded here is refused when
 // this node does not lead either, so forwards never loop.
-func (s *httpServer) replicatedCall(r *http.Request, do func() error) error {
-	if r.Header.Get(replication.ForwardedHeader) != "" && !s.n.repl.IsLeader() {
+func (s *httpServer) replicatedCall(r *http.Request, topic string, do func() error) error {
+	if r.Header.Get(replication.ForwardedHeader) != "" && !s.n.repl.IsLeaderOf(topic) {
 		return apiErr(http.StatusServiceUnavailable, replication.NotLeaderCode)
 	}
 	if err := do(); err != nil {
@@ -136,7 +137,7 @@ func topicCall(do func(ctx context.Context, rep *replication.Node, topic string)
 		if rep == nil {
 			return nil, false, nil
 		}
-		return nil, true, s.replicatedCall(r, func() error { return do(r.Context(), rep, topic) })
+		return nil, true, s.replicatedCall(r, topic, func() error { return do(r.Context(), rep, topic) })
 	}
 }
 
@@ -151,7 +152,7 @@ func channelCall(do func(rep *replication.Node, ctx context.Context, topic, chan
 		if rep == nil {
 			return nil, false, nil
 		}
-		return nil, true, s.replicatedCall(r, func() error { return do(rep, r.Context(), topic, channel) })
+		return nil, true, s.replicatedCall(r, topic, func() error { return do(rep, r.Context(), topic, channel) })
 	}
 }
 
@@ -181,7 +182,7 @@ func (s *httpServer) createReplicated(r *http.Request) (any, bool, error) {
 		return nil, true, apiErr(http.StatusConflict, "TOPIC_EXISTS")
 	}
 	rep := s.n.repl
-	return nil, true, s.replicatedCall(r, func() error { return rep.CreateTopic(r.Context(), topic, n) })
+	return nil, true, s.replicatedCall(r, topic, func() error { return rep.CreateTopic(r.Context(), topic, n) })
 }
 
 // replicatedPolicy commits a policy POST on a replicated topic through the
@@ -206,7 +207,7 @@ func (s *httpServer) replicatedPolicy(r *http.Request, forChannel bool) (resp an
 	if _, err := parsePolicyPatch(body, nil, forChannel, topic); err != nil {
 		return nil, true, policyErr(err)
 	}
-	if err := s.replicatedCall(r, func() error { return rep.SetPolicy(r.Context(), topic, channel, body) }); err != nil {
+	if err := s.replicatedCall(r, topic, func() error { return rep.SetPolicy(r.Context(), topic, channel, body) }); err != nil {
 		return nil, true, err
 	}
 	if t, ok := s.n.GetExistingTopic(topic); ok {
@@ -227,7 +228,7 @@ func (s *httpServer) replicatedPolicyView(r *http.Request, forChannel bool) (any
 	q := r.URL.Query()
 	topic := q.Get("topic")
 	rep := s.n.replicated(topic)
-	if rep == nil || rep.Leading() {
+	if rep == nil || rep.Leads(topic) {
 		return nil, false, nil
 	}
 	v, ok := rep.Topic(topic)
@@ -258,7 +259,33 @@ func (s *httpServer) replicatedPolicyView(r *http.Request, forChannel bool) (any
 // handleCluster adds the routes only the replication layer uses.
 func (s *httpServer) handleCluster(r *httprouter.Router) {
 	r.Handle("POST", replication.ClaimAnswerPath, httpapi.V1(s.claimAnswer))
+	r.Handle("POST", replication.CommitPath, httpapi.V1(s.commitForwarded))
 }
+
+// commitForwarded commits in a group this node leads an entry another
+// node of the cluster posted (replication.CommitPath).
+func (s *httpServer) commitForwarded(_ http.ResponseWriter, r *http.Request, _ httprouter.Params) (any, error) {
+	if s.n.repl == nil {
+		return nil, apiErr(http.StatusBadRequest, "REPLICATION_DISABLED")
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxForwardedEntry+1))
+	if err != nil || len(body) > maxForwardedEntry {
+		return nil, apiErr(http.StatusBadRequest, "INVALID_ENTRY")
+	}
+	switch err := s.n.repl.CommitForwarded(r.Context(), r.URL.Query().Get("group"), body); {
+	case errors.Is(err, replication.ErrNotLeader):
+		return nil, apiErr(http.StatusServiceUnavailable, replication.NotLeaderCode)
+	case replication.IsBadCommit(err):
+		return nil, apiErr(http.StatusBadRequest, "INVALID_ENTRY")
+	case err != nil:
+		return nil, replicationErr(err)
+	}
+	return nil, nil
+}
+
+// maxForwardedEntry bounds the body of a post to replication.CommitPath:
+// the entries nodes send that way are a few names and addresses.
+const maxForwardedEntry = 64 << 10
 
 // claimAnswer takes another node's answer to a create's claim of a name
 // (replication.ClaimAnswerPath) on the leader.

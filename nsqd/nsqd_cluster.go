@@ -91,7 +91,7 @@ func (n *NSQD) replicated(topic string) *replication.Node {
 // node has checked it) goes with a publish forwarded to the leader, where
 // HTTP publishing under auth needs it too.
 func (n *NSQD) publishReplicated(ctx context.Context, r *replication.Node, topic string, bodies [][]byte, deferFor time.Duration, src publishSource) error {
-	if src.forwarded && !r.IsLeader() {
+	if src.forwarded && !r.IsLeaderOf(topic) {
 		return errForwardedNotLeader
 	}
 	if n.Draining() && !src.forwarded {
@@ -105,7 +105,7 @@ func (n *NSQD) publishReplicated(ctx context.Context, r *replication.Node, topic
 	// The room is held until the commit, not until the local worker has put
 	// the messages, so publishes racing near the cap may overshoot it by
 	// what is in between; the topic keeps those until there is room.
-	if t, ok := n.GetExistingTopic(topic); ok && r.Leading() {
+	if t, ok := n.GetExistingTopic(topic); ok && r.Leads(topic) {
 		var bytes int64
 		for _, b := range bodies {
 			bytes += int64(len(b))
@@ -365,8 +365,8 @@ func (n *NSQD) readyToSubscribe(topic, channel string) error {
 	if r == nil {
 		return nil
 	}
-	if !r.Leading() {
-		l, _ := r.Leader()
+	if !r.Leads(topic) {
+		l, _ := r.LeaderOf(topic)
 		return fmt.Errorf("topic %s is replicated and this node does not lead it (leader: %q)", topic, l.TCP)
 	}
 	if names.IsEphemeral(channel) || r.HasChannel(topic, channel) {

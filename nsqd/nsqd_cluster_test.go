@@ -158,13 +158,13 @@ func waitHeld(t *testing.T, nodes []*testDaemon, topic, channel, what string, wa
 	})
 }
 
-// leaderOf waits for the node that serves the replicated topics.
-func leaderOf(t *testing.T, nodes []*testDaemon) *testDaemon {
+// leaderOf waits for the node that serves the replicated topic.
+func leaderOf(t *testing.T, nodes []*testDaemon, topic string) *testDaemon {
 	t.Helper()
 	var leader *testDaemon
-	testutil.WaitFor(t, "a leader", 30*time.Second, func() bool {
+	testutil.WaitFor(t, "a leader of "+topic, 30*time.Second, func() bool {
 		for _, d := range nodes {
-			if d.repl != nil && d.repl.Leading() {
+			if d.repl != nil && d.repl.Leads(topic) {
 				leader = d
 				return true
 			}
@@ -172,6 +172,25 @@ func leaderOf(t *testing.T, nodes []*testDaemon) *testDaemon {
 		return false
 	})
 	return leader
+}
+
+// groupDir is where node d keeps the Raft group that holds topic.
+func groupDir(t *testing.T, d *testDaemon, topic string) string {
+	t.Helper()
+	v, err := d.repl.Cluster()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ct := range v.Topics {
+		if ct.Topic == topic {
+			if ct.Group == "0" {
+				return filepath.Join(d.opts.DataPath, "cluster")
+			}
+			return filepath.Join(d.opts.DataPath, "cluster", "groups", ct.Group)
+		}
+	}
+	t.Fatalf("%s does not know where topic %s lives", d.tcp, topic)
+	return ""
 }
 
 // TestReplicatedTopicInProcess runs three daemons in this process (so the
@@ -183,7 +202,7 @@ func TestReplicatedTopicInProcess(t *testing.T) {
 	nodes := startTestCluster(t, 3)
 	const topic = "replicated"
 	createReplicated(t, nodes, nodes[1], nodes[2], topic, "c")
-	leader := leaderOf(t, nodes)
+	leader := leaderOf(t, nodes, topic)
 	follower := followerOf(nodes, leader)
 
 	p := newProducer(t, follower.tcp)
@@ -240,7 +259,7 @@ func TestReplicatedTopicInProcess(t *testing.T) {
 			rest = append(rest, d)
 		}
 	}
-	next := leaderOf(t, rest)
+	next := leaderOf(t, rest, topic)
 	testutil.WaitFor(t, "a publish through the remaining nodes", 30*time.Second, func() bool {
 		code, _ := rest[0].do("POST", "/pub?topic="+topic, "after")
 		return code == 200
@@ -286,7 +305,7 @@ func TestReplicationOverTLS(t *testing.T) {
 		}
 		return true
 	})
-	leader := leaderOf(t, nodes)
+	leader := leaderOf(t, nodes, topic)
 	for _, d := range nodes {
 		if _, ok := d.GetExistingTopic(topic); ok != (d == leader) {
 			t.Fatalf("node %s has a local topic: %v (only the leader should)", d.opts.ClusterAddress, ok)
@@ -345,7 +364,7 @@ func TestReplicationSnapshotCatchUp(t *testing.T) {
 	nodes := startTestCluster(t, 3, frequentSnapshots)
 	const topic = "snapshotted"
 	createReplicated(t, nodes, nodes[0], nodes[0], topic, "c")
-	leader := leaderOf(t, nodes)
+	leader := leaderOf(t, nodes, topic)
 	var away, other *testDaemon
 	for _, d := range nodes {
 		switch {
@@ -375,7 +394,7 @@ func TestReplicationSnapshotCatchUp(t *testing.T) {
 	for i := n / 2; i < n; i++ {
 		other.mustDo("POST", "/pub?topic="+topic, fmt.Sprintf("m%03d", i), 200)
 	}
-	snaps := filepath.Join(leader.opts.DataPath, "cluster", "snapshots")
+	snaps := filepath.Join(groupDir(t, leader, topic), "snapshots")
 	testutil.WaitFor(t, "a snapshot on the leader after the FINs", 30*time.Second, func() bool {
 		return latestSnapshotIndex(snaps) > finished
 	})
@@ -390,14 +409,14 @@ func TestReplicationSnapshotCatchUp(t *testing.T) {
 	returned := &testDaemon{NSQD: back, t: t, tcp: back.TCPAddr().String(), http: back.HTTPAddr().String()}
 	t.Cleanup(returned.stop)
 	waitHeld(t, []*testDaemon{returned}, topic, "c", "the returned node holds the unfinished half", n/2)
-	if spills, _ := filepath.Glob(filepath.Join(opts.DataPath, "cluster", "spill-*")); len(spills) != 1 {
+	if spills, _ := filepath.Glob(filepath.Join(groupDir(t, returned, topic), "spill-*")); len(spills) != 1 {
 		t.Fatalf("the returned node has %d spill files; it should have caught up through a snapshot install", len(spills))
 	}
 
-	if err := leader.repl.TransferLeadership(opts.ClusterAddress); err != nil {
+	if err := leader.repl.TransferLeadership(topic, opts.ClusterAddress); err != nil {
 		t.Fatal(err)
 	}
-	testutil.WaitFor(t, "the returned node leads", 30*time.Second, returned.repl.Leading)
+	testutil.WaitFor(t, "the returned node leads", 30*time.Second, func() bool { return returned.repl.Leads(topic) })
 	s := newSink()
 	newConsumer(t, returned.tcp, topic, "c", cfg, s)
 	testutil.WaitFor(t, "the unfinished half consumed from the returned node", 30*time.Second, func() bool { return s.distinct() == n/2 })
@@ -417,7 +436,7 @@ func TestReplicatedTouchAndEmpty(t *testing.T) {
 	nodes := startTestCluster(t, 3)
 	const topic = "touched"
 	createReplicated(t, nodes, nodes[0], nodes[1], topic, "c")
-	leader := leaderOf(t, nodes)
+	leader := leaderOf(t, nodes, topic)
 	leader.mustDo("POST", "/pub?topic="+topic, "held", 200)
 	leader.mustDo("POST", "/pub?topic="+topic, "done", 200)
 
@@ -441,7 +460,7 @@ func TestReplicatedTouchAndEmpty(t *testing.T) {
 	// The TOUCH went before the FIN of "done" on the same connection, and
 	// a TOUCH is committed no later than a FIN taken with it.
 	waitHeld(t, nodes, topic, "c", "the FIN of done applied everywhere", 1)
-	if err := leader.repl.TransferLeadership(""); err != nil {
+	if err := leader.repl.TransferLeadership(topic, ""); err != nil {
 		t.Fatal(err)
 	}
 	// Only settles go-nsq's in-flight count, which its Stop waits for: the
@@ -449,7 +468,7 @@ func TestReplicatedTouchAndEmpty(t *testing.T) {
 	held.Finish()
 	consumer.Stop()
 	<-consumer.StopChan
-	next := leaderOf(t, nodes)
+	next := leaderOf(t, nodes, topic)
 	if next == leader {
 		t.Fatal("leadership did not move")
 	}
@@ -541,13 +560,13 @@ func TestReplicationLogKeepsUnfinished(t *testing.T) {
 	nodes := startTestCluster(t, 3, frequentSnapshots)
 	const topic = "kept"
 	createReplicated(t, nodes, nodes[0], nodes[0], topic, "c")
-	leader := leaderOf(t, nodes)
+	leader := leaderOf(t, nodes, topic)
 	const n = 30
 	for i := 0; i < n; i++ {
 		leader.mustDo("POST", "/pub?topic="+topic, fmt.Sprintf("k%02d", i), 200)
 	}
 	follower := followerOf(nodes, leader)
-	snaps := filepath.Join(follower.opts.DataPath, "cluster", "snapshots")
+	snaps := filepath.Join(groupDir(t, follower, topic), "snapshots")
 	published := leader.repl.Status(topic).Committed
 	for i := 0; latestSnapshotIndex(snaps) <= published+8; i++ {
 		if i == 200 {
@@ -556,10 +575,10 @@ func TestReplicationLogKeepsUnfinished(t *testing.T) {
 		leader.mustDo("POST", "/channel/pause?topic="+topic+"&channel=c", "", 200)
 	}
 	leader.mustDo("POST", "/channel/unpause?topic="+topic+"&channel=c", "", 200)
-	if err := leader.repl.TransferLeadership(follower.opts.ClusterAddress); err != nil {
+	if err := leader.repl.TransferLeadership(topic, follower.opts.ClusterAddress); err != nil {
 		t.Fatal(err)
 	}
-	testutil.WaitFor(t, "the follower leads", 30*time.Second, follower.repl.Leading)
+	testutil.WaitFor(t, "the follower leads", 30*time.Second, func() bool { return follower.repl.Leads(topic) })
 	s := newSink()
 	newConsumer(t, follower.tcp, topic, "c", nsqConfig(), s)
 	testutil.WaitFor(t, "every message delivered by the new leader", 30*time.Second, func() bool { return s.distinct() == n })
@@ -577,7 +596,7 @@ func TestReplicationUnderAuth(t *testing.T) {
 	})
 	const topic = "allowed-replicated"
 	createReplicated(t, nodes, nodes[0], nodes[0], topic, "c")
-	leader := leaderOf(t, nodes)
+	leader := leaderOf(t, nodes, topic)
 	follower := followerOf(nodes, leader)
 
 	cfg := nsqConfig()
@@ -621,7 +640,7 @@ func TestReplicatedPolicyDropsLeaveState(t *testing.T) {
 	nodes := startTestCluster(t, 3, func(o *Options) { o.MsgTimeout = 300 * time.Millisecond })
 	const topic, backlogTopic = "capped", "capped-backlog"
 	createReplicated(t, nodes, nodes[0], nodes[0], topic, "c")
-	leader := leaderOf(t, nodes)
+	leader := leaderOf(t, nodes, topic)
 	follower := followerOf(nodes, leader)
 
 	follower.mustDo("POST", "/channel/policy?topic="+topic+"&channel=c", `{"max_msgs":5}`, 200)
@@ -658,7 +677,7 @@ func TestReplicatedAttemptsOnTimeoutAndDisconnect(t *testing.T) {
 	nodes := startTestCluster(t, 3, func(o *Options) { o.MsgTimeout = 300 * time.Millisecond })
 	const topic = "attempted"
 	createReplicated(t, nodes, nodes[0], nodes[0], topic, "c")
-	leader := leaderOf(t, nodes)
+	leader := leaderOf(t, nodes, topic)
 	leader.mustDo("POST", "/pub?topic="+topic, "timed out", 200)
 	leader.mustDo("POST", "/pub?topic="+topic, "left", 200)
 	backInQueue := func(what string, timeouts uint64) {
@@ -686,13 +705,13 @@ func TestReplicatedAttemptsOnTimeoutAndDisconnect(t *testing.T) {
 	// the channel's lock, the record first.
 	backInQueue("the second message back after its consumer left", 1)
 
-	if err := leader.repl.TransferLeadership(""); err != nil {
+	if err := leader.repl.TransferLeadership(topic, ""); err != nil {
 		t.Fatal(err)
 	}
 	var next *testDaemon
 	testutil.WaitFor(t, "another node leads", 30*time.Second, func() bool {
 		for _, d := range nodes {
-			if d != leader && d.repl.Leading() && !leader.repl.Leading() {
+			if d != leader && d.repl.Leads(topic) && !leader.repl.Leads(topic) {
 				next = d
 				return true
 			}
@@ -720,7 +739,7 @@ func TestReplicatedRejectNew(t *testing.T) {
 	nodes := startTestCluster(t, 3)
 	const topic = "bounded"
 	createReplicated(t, nodes, nodes[0], nodes[0], topic, "c")
-	leader := leaderOf(t, nodes)
+	leader := leaderOf(t, nodes, topic)
 	follower := followerOf(nodes, leader)
 	follower.mustDo("POST", "/channel/policy?topic="+topic+"&channel=c", `{"max_msgs":3,"overflow":"reject_new"}`, 200)
 	testutil.WaitFor(t, "the policy on the leader's channel", 10*time.Second, func() bool {
@@ -761,7 +780,7 @@ func TestReplicatedPublishOverMemoryLimit(t *testing.T) {
 	nodes := startTestCluster(t, 3, memorySampledByHand)
 	const topic = "memory-bound"
 	createReplicated(t, nodes, nodes[0], nodes[0], topic, "c")
-	leader := leaderOf(t, nodes)
+	leader := leaderOf(t, nodes, topic)
 	follower := followerOf(nodes, leader)
 	over := func(d *testDaemon) func() {
 		usage := driveMemory(t, d)
@@ -793,7 +812,7 @@ func TestReplicatedDeadLetterTopic(t *testing.T) {
 		return code == 200
 	})
 	waitKnown(t, nodes, dead)
-	leader := leaderOf(t, nodes)
+	leader := leaderOf(t, nodes, topic)
 	leader.mustDo("POST", "/channel/policy?topic="+topic+"&channel=c", `{"max_attempts":1,"dead_letter_topic":"`+dead+`"}`, 200)
 	leader.mustDo("POST", "/pub?topic="+topic, "poison", 200)
 	c := dialV2(t, leader.tcp)
@@ -1090,7 +1109,7 @@ func TestReplicatedChangeInEffectWhenAnswered(t *testing.T) {
 	nodes := startTestCluster(t, 3)
 	const topic = "effective"
 	createReplicated(t, nodes, nodes[0], nodes[0], topic, "c")
-	leader := leaderOf(t, nodes)
+	leader := leaderOf(t, nodes, topic)
 	follower := followerOf(nodes, leader)
 	for i := range 20 {
 		via, role := leader, "the leader"

@@ -299,7 +299,7 @@ func TestStatsJSONReplicated(t *testing.T) {
 		return code == 200
 	})
 	waitKnown(t, nodes, topic)
-	leaderOf(t, nodes)
+	leaderOf(t, nodes, topic)
 	testutil.WaitFor(t, "every node knows the channel", 30*time.Second, func() bool {
 		for _, d := range nodes {
 			if !d.repl.HasChannel(topic, "c") {

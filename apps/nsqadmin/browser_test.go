@@ -348,8 +348,8 @@ func TestBrowser(t *testing.T) {
 // TestBrowserClusterPage: over three nsqd nodes in one Raft cluster, the
 // cluster page shows every member with its client addresses (each node
 // knows its own; GET /cluster on one node knows only those that have led),
-// the group as
-// each node sees it (one leader, two followers, all at one term) and the
+// each group (the meta group and the topic's data group) as each node
+// sees it (one leader, two followers) and the
 // replicated topic with its replica set and leader, as GET /cluster does;
 // the table follows a new replicated topic without a reload.
 func TestBrowserClusterPage(t *testing.T) {
@@ -386,9 +386,20 @@ func TestBrowserClusterPage(t *testing.T) {
 		want = append(want, n, view.Members[i].Address)
 	}
 	b.see("cluster", want...)
-	roles := b.eval(`Array.from(document.querySelectorAll('#live table:nth-of-type(2) tbody tr td:nth-child(3)')).map(e => e.textContent).sort().join(',')`)
-	if roles != "Follower,Follower,Leader" {
-		t.Errorf("the group's rows show the roles %q; want one leader and two followers", roles)
+	// Each group's rows: the group, then this node's role in it.
+	roles := b.eval(`Array.from(document.querySelectorAll('#live table:nth-of-type(2) tbody tr')).map(r => r.querySelector('th').textContent + ':' + r.querySelector('td:nth-child(3)').textContent).sort().join(',')`)
+	perGroup := map[string][]string{}
+	for _, row := range strings.Split(roles, ",") {
+		group, role, _ := strings.Cut(row, ":")
+		perGroup[group] = append(perGroup[group], role)
+	}
+	if len(perGroup) != 2 || perGroup["0"] == nil {
+		t.Errorf("the group rows %q; want the meta group 0 and the topic's data group", roles)
+	}
+	for group, rs := range perGroup {
+		if strings.Join(rs, ",") != "Follower,Follower,Leader" {
+			t.Errorf("group %s's rows show the roles %v; want one leader and two followers", group, rs)
+		}
 	}
 	if bad := b.unlabeled(); bad != "" {
 		t.Errorf("cluster: form controls without a label:\n%s", bad)

@@ -1,12 +1,15 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -123,4 +126,102 @@ func median(xs []float64) float64 {
 	s := slices.Clone(xs)
 	sort.Float64s(s)
 	return s[len(s)/2]
+}
+
+// BenchmarkClusterSpreadCPU measures how evenly three nodes share the work
+// of twelve replicated topics (three replicas each) once their leaders
+// have spread: per iteration, 5 s of two go-nsq producers per topic (one
+// PUB at a time, through the topic's leader) and a go-nsq consumer per
+// topic through nsqlookupd. It reports the busiest node's CPU over the
+// mean of the three (1 is perfectly even; a single leader of every topic
+// makes it about 2) and the messages acknowledged per second.
+func BenchmarkClusterSpreadCPU(b *testing.B) {
+	c := startCluster(b, 3)
+	var topics []string
+	for i := range 12 {
+		topic := fmt.Sprint("spread", i)
+		topics = append(topics, topic)
+		c.createTopic(i%3, topic, "c")
+	}
+	waitFor(b, 60*time.Second, func() string { return fmt.Sprintf("leaders per node %v", c.ledCounts(topics)) }, func() bool {
+		return !slices.ContainsFunc(c.ledCounts(topics), func(n int) bool { return n < 2 })
+	})
+	var consumed atomic.Int64
+	for _, topic := range topics {
+		c.consume(topic, "c", nsq.HandlerFunc(func(*nsq.Message) error {
+			consumed.Add(1)
+			return nil
+		}))
+	}
+	var ratios, rates []float64
+	for i := 0; i < b.N; i++ {
+		before := make([]float64, len(c.nodes))
+		for j, nd := range c.nodes {
+			before[j] = cpuSeconds(b, nd.cmd.Process.Pid)
+		}
+		start := time.Now()
+		var acked atomic.Int64
+		var wg sync.WaitGroup
+		for _, topic := range topics {
+			leader := c.nodes[c.leader(topic)].tcp
+			for range 2 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					acked.Add(publishFor(b, leader, topic, 5*time.Second))
+				}()
+			}
+		}
+		wg.Wait()
+		elapsed := time.Since(start).Seconds()
+		var sum, most float64
+		for j, nd := range c.nodes {
+			used := cpuSeconds(b, nd.cmd.Process.Pid) - before[j]
+			sum += used
+			most = max(most, used)
+		}
+		ratios = append(ratios, most/(sum/float64(len(c.nodes))))
+		rates = append(rates, float64(acked.Load())/elapsed)
+	}
+	b.ReportMetric(median(ratios), "busiest/mean-cpu")
+	b.ReportMetric(median(rates), "msgs/s")
+	b.Logf("consumed %d messages", consumed.Load())
+}
+
+// publishFor PUBs 200-byte messages one at a time to topic at addr for d
+// and returns how many were acknowledged.
+func publishFor(b *testing.B, addr, topic string, d time.Duration) int64 {
+	p, err := nsq.NewProducer(addr, nsq.NewConfig())
+	if err != nil {
+		b.Error(err)
+		return 0
+	}
+	p.SetLogger(quietLogger, nsq.LogLevelError)
+	defer p.Stop()
+	body := make([]byte, 200)
+	var n int64
+	for deadline := time.Now().Add(d); time.Now().Before(deadline); n++ {
+		if err := p.Publish(topic, body); err != nil {
+			b.Error(err)
+			return n
+		}
+	}
+	return n
+}
+
+// cpuSeconds is the user and system CPU a process has used, from
+// /proc/<pid>/stat (in clock ticks of 1/100 s, Linux's USER_HZ).
+func cpuSeconds(tb testing.TB, pid int) float64 {
+	tb.Helper()
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	// The command name, in parentheses, may hold spaces: count fields
+	// after it. utime and stime are fields 14 and 15 of the line.
+	rest := raw[bytes.LastIndexByte(raw, ')')+2:]
+	f := strings.Fields(string(rest))
+	utime, _ := strconv.ParseFloat(f[11], 64)
+	stime, _ := strconv.ParseFloat(f[12], 64)
+	return (utime + stime) / 100
 }

@@ -141,7 +141,8 @@ func (c *testCluster) kill(i int) {
 
 // replicationStatus reads a node's view of topic's replication.
 func (c *testCluster) replicationStatus(i int, topic string) (role string, committed uint64, ok bool) {
-	resp, err := http.Get("http://" + c.nodes[i].http + "/stats?format=json&topic=" + topic)
+	// A paused node (SIGSTOP) answers nothing: don't wait for it.
+	resp, err := crashHTTP.Get("http://" + c.nodes[i].http + "/stats?format=json&topic=" + topic)
 	if err != nil {
 		return "", 0, false
 	}
@@ -210,13 +211,9 @@ func (c *testCluster) createTopic(i int, topic, channel string) {
 	c.postUntilOK(i, "/channel/create?topic="+topic+"&channel="+channel, "")
 	// A node takes the name for a replicated topic once it has applied the
 	// creation (README, Replication, Limits).
-	eventually(c.t, "every node knows the replicated topic", func() bool {
-		for j := range c.nodes {
-			if _, _, ok := c.replicationStatus(j, topic); !ok {
-				return false
-			}
-		}
-		return true
+	eventually(c.t, "each of the topic's three replicas knows it", func() bool {
+		held, _ := c.holders(topic)
+		return len(held) == min(3, len(c.nodes))
 	})
 }
 
@@ -647,14 +644,17 @@ func TestClusterPartitionedLeader(t *testing.T) {
 	l.waitConsumed(t)
 }
 
-// TestClusterRandomFaults is the checker: producers on every node and a
-// consumer through nsqlookupd run while a seeded random schedule kills,
-// restarts, isolates and rejoins nodes (majority loss included). Then
-// every node comes back, and the ledger must show every acknowledged
+// TestClusterRandomFaults is the checker: five nodes and three topics of
+// three replicas, producers on every node for every topic and a consumer
+// per topic through nsqlookupd run while a seeded random schedule kills,
+// restarts, isolates and rejoins nodes and pauses (SIGSTOP) and resumes
+// them, leaders and followers alike (majority loss included). Then every
+// node comes back, and each topic's ledger must show every acknowledged
 // message consumed. NSQ_CLUSTER_SEED replays a schedule; NSQ_LONG_TESTS
 // runs it for two minutes instead of 20 seconds.
 func TestClusterRandomFaults(t *testing.T) {
-	lab := newNetLab(t, 3)
+	const nodes = 5
+	lab := newNetLab(t, nodes)
 	seed := uint64(time.Now().UnixNano())
 	if s := os.Getenv("NSQ_CLUSTER_SEED"); s != "" {
 		if _, err := fmt.Sscan(s, &seed); err != nil {
@@ -668,19 +668,38 @@ func TestClusterRandomFaults(t *testing.T) {
 		run = 2 * time.Minute
 	}
 
-	c := startClusterIn(t, lab, 3)
-	const topic = "random"
-	c.createTopic(0, topic, "c")
-	l := newLedger()
-	c.consume(topic, "c", l)
-	stopPublishing := c.publish(topic, l)
+	c := startClusterIn(t, lab, nodes)
+	topics := []string{"random0", "random1", "random2"}
+	ledgers := make([]*ledger, len(topics))
+	var stops []func()
+	for i, topic := range topics {
+		c.createTopic(i, topic, "c")
+		ledgers[i] = newLedger()
+		c.consume(topic, "c", ledgers[i])
+		stops = append(stops, c.publish(topic, ledgers[i]))
+	}
 
-	isolated := -1
+	isolated, paused := -1, -1
+	resume := func() {
+		if paused >= 0 {
+			t.Logf("resume node %d", paused)
+			if err := c.nodes[paused].cmd.Process.Signal(syscall.SIGCONT); err != nil {
+				t.Fatal(err)
+			}
+			paused = -1
+		}
+	}
 	for end := time.Now().Add(run); time.Now().Before(end); {
 		time.Sleep(time.Duration(500+rng.IntN(1500)) * time.Millisecond)
 		i := rng.IntN(len(c.nodes))
-		switch op := rng.IntN(4); {
+		if rng.IntN(2) == 0 { // as often a leader as any node
+			i = c.leaderNow(topics[rng.IntN(len(topics))], i)
+		}
+		switch op := rng.IntN(6); {
 		case op == 0 && c.nodes[i].cmd != nil:
+			if i == paused {
+				resume()
+			}
 			t.Logf("kill node %d", i)
 			c.kill(i)
 		case op == 1 && c.nodes[i].cmd == nil:
@@ -694,8 +713,17 @@ func TestClusterRandomFaults(t *testing.T) {
 			t.Logf("rejoin node %d", isolated)
 			lab.rejoin(isolated)
 			isolated = -1
+		case op == 4 && paused < 0 && c.nodes[i].cmd != nil:
+			t.Logf("pause node %d", i)
+			if err := c.nodes[i].cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+				t.Fatal(err)
+			}
+			paused = i
+		case op == 5:
+			resume()
 		}
 	}
+	resume()
 	if isolated >= 0 {
 		lab.rejoin(isolated)
 	}
@@ -704,9 +732,29 @@ func TestClusterRandomFaults(t *testing.T) {
 			c.restart(i)
 		}
 	}
-	l.waitAcked(t, 100) // the healed cluster takes publishes again
-	stopPublishing()
-	l.waitConsumed(t)
+	for _, l := range ledgers {
+		l.waitAcked(t, 100) // the healed cluster takes publishes again
+	}
+	for _, stop := range stops {
+		stop()
+	}
+	for _, l := range ledgers {
+		l.waitConsumed(t)
+	}
+}
+
+// leaderNow is the node that leads topic by its /stats now, without
+// waiting, or otherwise.
+func (c *testCluster) leaderNow(topic string, otherwise int) int {
+	for i, nd := range c.nodes {
+		if nd.cmd == nil {
+			continue
+		}
+		if role, _, ok := c.replicationStatus(i, topic); ok && role == "leader" {
+			return i
+		}
+	}
+	return otherwise
 }
 
 // TestClusterLeaderDrains: PUT /config/drain on the leader while a go-nsq

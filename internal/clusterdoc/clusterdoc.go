@@ -5,12 +5,9 @@
 package clusterdoc
 
 // Cluster is the cluster as one node sees it (GET /cluster): its
-// members, its Raft groups and where each replicated topic lives.
-//
-// Today every replicated topic lives in one group whose members are every
-// voter, so each topic's replica set is that group's members whatever its
-// replicas count; the view names the group of each topic so that it can
-// describe a cluster with more than one.
+// members, its Raft groups (the meta group "0" of every voter, then the
+// data groups) and where each replicated topic lives: its group, whose
+// members are its replica set, and its leader.
 type Cluster struct {
 	Members []Member `json:"members"`
 	Groups  []Group  `json:"groups"`
@@ -38,7 +35,8 @@ type Group struct {
 	// Leader is the leader's cluster address; empty while there is none.
 	Leader string `json:"leader"`
 	// State is this node's role in the group: Leader, Follower,
-	// Candidate or Shutdown, as Raft names them.
+	// Candidate or Shutdown, as Raft names them, or NotMember (Leader is
+	// then the one the meta group last heard of, and the indexes are 0).
 	State        string `json:"state"`
 	Term         uint64 `json:"term"`
 	LastIndex    uint64 `json:"last_index"`

@@ -28,15 +28,15 @@ type ackKey struct {
 // ackBatcher gathers FINs, REQs and TOUCHes into one log entry per
 // channel and kind.
 type ackBatcher struct {
-	n       *Node
+	g       *group
 	mu      sync.Mutex
 	pending map[ackKey][]ack
 	count   int
 	kick    chan struct{}
 }
 
-func newAckBatcher(n *Node) *ackBatcher {
-	return &ackBatcher{n: n, pending: make(map[ackKey][]ack), kick: make(chan struct{}, 1)}
+func newAckBatcher(g *group) *ackBatcher {
+	return &ackBatcher{g: g, pending: make(map[ackKey][]ack), kick: make(chan struct{}, 1)}
 }
 
 func (b *ackBatcher) add(o op, topic, channel string, a ack) {
@@ -101,11 +101,11 @@ func (b *ackBatcher) flush() {
 	futures := make([]raft.ApplyFuture, 0, len(p))
 	for _, k := range keys {
 		e := &entry{op: k.op, topic: k.topic, channel: k.channel, acks: p[k]}
-		futures = append(futures, b.n.raft.Apply(e.encode(), b.n.cfg.Timeout))
+		futures = append(futures, b.g.raft.Apply(e.encode(), b.g.n.cfg.Timeout))
 	}
 	for _, f := range futures {
 		if err := f.Error(); err != nil {
-			b.n.cfg.Log.Debug("replication: acks not committed; those messages are redelivered after a failover", "err", err)
+			b.g.n.cfg.Log.Debug("replication: acks not committed; those messages are redelivered after a failover", "err", err)
 		}
 	}
 }

@@ -151,14 +151,14 @@ func (n *Node) createClaimed(ctx context.Context, topic string, replicas int) er
 	}
 	w := n.claims.expect(topic)
 	defer n.claims.forget(topic)
-	claim, err := n.commitIndex((&entry{op: opClaim, topic: topic}).encode())
+	claim, err := n.meta.commitIndex((&entry{op: opClaim, topic: topic}).encode())
 	if err != nil {
 		return err
 	}
 	// Followers learn that the claim is committed from the leader's next
 	// message, a heartbeat (100 ms) unless an entry goes first: a barrier
 	// is one, so they apply and answer the claim a round trip from now.
-	if err := n.raft.Barrier(n.cfg.Timeout).Error(); err != nil {
+	if err := n.meta.raft.Barrier(n.cfg.Timeout).Error(); err != nil {
 		n.release(topic, claim)
 		return fmt.Errorf("%w: %v", ErrNotCommitted, err)
 	}
@@ -174,7 +174,9 @@ func (n *Node) createClaimed(ctx context.Context, topic string, replicas int) er
 	case len(silent) > 0:
 		return fmt.Errorf("%w: %s did not say whether it has an ordinary topic %s", ErrNotCommitted, strings.Join(silent, ", "), topic)
 	}
-	if err := n.commit((&entry{op: opCreateTopic, topic: topic, replicas: replicas, claim: claim}).encode()); err != nil {
+	place := n.meta.fsm.choosePlacement(n.cfg.Peers, replicas)
+	place.op, place.topic, place.replicas, place.claim = opPlace, topic, replicas, claim
+	if err := n.meta.commit(place.encode()); err != nil {
 		// If the create commits after all, it goes first and the release
 		// changes nothing; else the name is free again.
 		n.release(topic, claim)
@@ -189,7 +191,7 @@ func (n *Node) createClaimed(ctx context.Context, topic string, replicas int) er
 // release ends a claim that no create will take effect under. A release
 // that does not commit leaves the claim for the next leader to release.
 func (n *Node) release(topic string, claim uint64) {
-	if err := n.commit((&entry{op: opRelease, topic: topic, claim: claim}).encode()); err != nil {
+	if err := n.meta.commit((&entry{op: opRelease, topic: topic, claim: claim}).encode()); err != nil {
 		n.cfg.Log.Warn("replication: releasing the claim of a refused create", "topic", topic, "err", err)
 	}
 }
@@ -197,7 +199,7 @@ func (n *Node) release(topic string, claim uint64) {
 // releaseUndecided releases, on a new leader, the claims no create here
 // is deciding on: their leader is gone, and its create with them.
 func (n *Node) releaseUndecided() {
-	for topic, claim := range n.fsm.claimsNow() {
+	for topic, claim := range n.meta.fsm.claimsNow() {
 		if !n.claims.pending(topic) {
 			n.release(topic, claim)
 		}
@@ -242,7 +244,7 @@ func (n *Node) sendAnswer(ctx context.Context, a claimAnswer) {
 	defer cancel()
 	t := time.NewTicker(answerRetry)
 	defer t.Stop()
-	for n.fsm.claimOf(a.topic) == a.index {
+	for n.meta.fsm.claimOf(a.topic) == a.index {
 		err := n.deliverAnswer(ctx, a)
 		if !errors.Is(err, ErrNoLeader) {
 			if err != nil {
@@ -260,11 +262,11 @@ func (n *Node) sendAnswer(ctx context.Context, a claimAnswer) {
 }
 
 func (n *Node) deliverAnswer(ctx context.Context, a claimAnswer) error {
-	if n.IsLeader() {
+	if n.meta.isLeader() {
 		n.claims.record(a)
 		return nil
 	}
-	l, ok := n.Leader()
+	l, ok := n.meta.leader()
 	if !ok {
 		return ErrNoLeader
 	}
@@ -284,7 +286,7 @@ var errBadAnswer = errors.New("not an answer to a claim")
 // ClaimAnswerPath. It is ErrNotLeader on a node that does not lead (the
 // sender asks the next leader), and an error for a malformed answer.
 func (n *Node) ClaimAnswered(q url.Values) error {
-	if !n.IsLeader() {
+	if !n.meta.isLeader() {
 		return ErrNotLeader
 	}
 	index, err := strconv.ParseUint(q.Get("index"), 10, 64)
@@ -301,7 +303,7 @@ func (n *Node) ClaimAnswered(q url.Values) error {
 // it. A daemon checks it under the lock it makes topics under, and
 // answers HoldsOrdinary under that lock too, so a topic it makes is
 // either seen by the claim's answer or refused.
-func (n *Node) Claimed(topic string) bool { return n.fsm.claimed(topic) }
+func (n *Node) Claimed(topic string) bool { return n.meta.fsm.claimed(topic) }
 
 // waitDecided waits, within ctx, while topic is claimed but not created;
 // it reports false if the claim still stands at the end.

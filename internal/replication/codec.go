@@ -28,6 +28,20 @@ const (
 	// refused under (or that a new leader found undecided).
 	opClaim
 	opRelease
+	// opPlace creates a topic under its claim in a data group of the
+	// meta group's choosing (a new one when group is empty: voters then
+	// say its members, the preferred leader first).
+	opPlace
+	// opGroupLeader records in the meta group that node leads a data
+	// group in term, for nodes outside the group to find it.
+	opGroupLeader
+	// opGroupPrefer makes node a data group's preferred leader: an
+	// operator moved its leadership there.
+	opGroupPrefer
+	// opDrain records that node is draining (paused true) or no longer
+	// is, so that no group leader hands it the leadership and no new
+	// topic is placed on it.
+	opDrain
 )
 
 // ack names one message of a channel in a FIN, REQ or TOUCH batch; due is
@@ -59,12 +73,20 @@ type entry struct {
 	// effect under, or that a release ends; 0 in a create written before
 	// claims, which takes effect unconditionally.
 	claim uint64
+	// group and voters: an opPlace's data group (or its members), an
+	// opGroupLeader's group; term is an opGroupLeader's Raft term there.
+	group  string
+	voters []string
+	term   uint64
 }
 
 // entryVersion is the first byte of every entry, so that the format can
 // change without misreading old logs. Version 2 added REQ's and TOUCH's
 // attempts, version 3 a create's claim; older entries are still read.
-const entryVersion = 3
+// Version 4 added opPlace, opGroupLeader, opGroupPrefer and opDrain, whose
+// entries are written as version 4; the others are still written as version 3, so that a node of
+// the previous release reads every log that uses no placement.
+const entryVersion = 4
 
 func (e *entry) encode() []byte {
 	size := 32 + len(e.topic) + len(e.channel)
@@ -73,7 +95,11 @@ func (e *entry) encode() []byte {
 	}
 	size += len(e.acks) * 2 * binary.MaxVarintLen64
 	b := make([]byte, 0, size)
-	b = append(b, entryVersion, byte(e.op))
+	version := byte(3)
+	if e.op >= opPlace {
+		version = entryVersion
+	}
+	b = append(b, version, byte(e.op))
 	b = appendString(b, e.topic)
 	b = appendString(b, e.channel)
 	switch e.op {
@@ -106,6 +132,26 @@ func (e *entry) encode() []byte {
 		b = appendString(b, e.api)
 	case opPolicy:
 		b = appendString(b, string(e.policy))
+	case opPlace:
+		b = binary.AppendUvarint(b, uint64(e.replicas))
+		b = binary.AppendUvarint(b, e.claim)
+		b = appendString(b, e.group)
+		b = binary.AppendUvarint(b, uint64(len(e.voters)))
+		for _, v := range e.voters {
+			b = appendString(b, v)
+		}
+	case opGroupPrefer:
+		b = appendString(b, e.group)
+		b = appendString(b, e.node)
+	case opGroupLeader:
+		b = appendString(b, e.group)
+		b = binary.AppendUvarint(b, e.term)
+		b = appendString(b, e.node)
+		b = appendString(b, e.tcp)
+		b = appendString(b, e.api)
+	case opDrain:
+		b = appendString(b, e.node)
+		b = append(b, boolByte(e.paused))
 	}
 	return b
 }
@@ -240,6 +286,30 @@ func decodeEntry(data []byte) (*entry, error) {
 		e.api = string(d.bytes())
 	case opPolicy:
 		e.policy = d.bytes()
+	case opPlace:
+		e.replicas = int(d.uvarint())
+		e.claim = d.uvarint()
+		e.group = string(d.bytes())
+		n := d.uvarint()
+		if n > uint64(len(d.b)) {
+			return nil, fmt.Errorf("placement of %d voters", n)
+		}
+		e.voters = make([]string, n)
+		for i := range e.voters {
+			e.voters[i] = string(d.bytes())
+		}
+	case opGroupPrefer:
+		e.group = string(d.bytes())
+		e.node = string(d.bytes())
+	case opGroupLeader:
+		e.group = string(d.bytes())
+		e.term = d.uvarint()
+		e.node = string(d.bytes())
+		e.tcp = string(d.bytes())
+		e.api = string(d.bytes())
+	case opDrain:
+		e.node = string(d.bytes())
+		e.paused = d.byte() == 1
 	default:
 		return nil, fmt.Errorf("entry op %d not known", e.op)
 	}

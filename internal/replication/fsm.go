@@ -87,11 +87,18 @@ type fsm struct {
 	// bodies from.
 	pins map[*snapshot]uint64
 
-	// replicated is topic → replicas, read per publish; a claimed name
-	// (state.claims) is in it with 0 replicas.
-	replicated atomic.Pointer[map[string]int]
+	// replicated is where each topic lives, read per publish: a topic of
+	// this state has group "", a topic the meta group placed in a data
+	// group has that group, and a claimed name (state.claims) has 0
+	// replicas.
+	replicated atomic.Pointer[map[string]placement]
+	// placedFile keeps the placements' groups across restarts, as
+	// namesFile keeps the names.
+	placedFile string
 	// onClaim hears, on the local worker, every claim this node applies.
 	onClaim func(topic string, index uint64)
+	// onChange hears that the placements or the groups' leaders changed.
+	onChange func()
 }
 
 // newFSM makes the state machine of a node whose data directory is dir;
@@ -101,22 +108,39 @@ func newFSM(host Host, log *slog.Logger, dir string, logs raft.LogStore) (*fsm, 
 		return nil, err
 	}
 	namesFile := filepath.Join(dir, "topics.json")
-	f := &fsm{host: host, log: log, st: newState(), namesFile: namesFile, dir: dir, bodies: bodyReader{logs}, pins: make(map[*snapshot]uint64),
+	f := &fsm{host: host, log: log, st: newState(), namesFile: namesFile, placedFile: filepath.Join(dir, "placed.json"), dir: dir, bodies: bodyReader{logs}, pins: make(map[*snapshot]uint64),
 		local: make(chan func(), localQueue), localDone: make(chan struct{})}
 	names := map[string]int{}
-	b, err := os.ReadFile(namesFile)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-	case err != nil:
+	if err := readJSON(namesFile, &names); err != nil {
 		return nil, fmt.Errorf("reading replicated topic names: %w", err)
-	default:
-		if err := json.Unmarshal(b, &names); err != nil {
-			return nil, fmt.Errorf("reading replicated topic names from %s: %w", namesFile, err)
-		}
 	}
-	f.replicated.Store(&names)
+	groups := map[string]string{}
+	if err := readJSON(f.placedFile, &groups); err != nil {
+		return nil, fmt.Errorf("reading replicated topic placements: %w", err)
+	}
+	known := make(map[string]placement, len(names))
+	for name, replicas := range names {
+		known[name] = placement{group: groups[name], replicas: replicas}
+	}
+	f.replicated.Store(&known)
 	go f.runLocal()
 	return f, nil
+}
+
+// readJSON decodes the file into v; a file that does not exist leaves v
+// as it is.
+func readJSON(file string, v any) error {
+	b, err := os.ReadFile(file)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		return err
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("%s: %w", file, err)
+	}
+	return nil
 }
 
 // localQueue is how many committed entries may wait for the local queues
@@ -182,9 +206,9 @@ func (f *fsm) Apply(l *raft.Log) any {
 	f.st.apply(l.Index, e)
 	created := e.op == opCreateTopic && !existed && f.st.topics[e.topic] != nil
 	claimed := e.op == opClaim && f.st.claims[e.topic] == l.Index
-	var names map[string]int
+	var names map[string]placement
 	switch e.op {
-	case opCreateTopic, opDeleteTopic, opClaim, opRelease:
+	case opCreateTopic, opDeleteTopic, opClaim, opRelease, opPlace:
 		names = f.publishTopicsLocked()
 	}
 	var mirror func() error
@@ -199,6 +223,12 @@ func (f *fsm) Apply(l *raft.Log) any {
 	}
 	f.applyMu.Unlock()
 	f.removeSpills(unused)
+	switch e.op {
+	case opPlace, opDeleteTopic, opGroupLeader, opGroupPrefer, opDrain:
+		if f.onChange != nil {
+			f.onChange()
+		}
+	}
 	if claimed && f.onClaim != nil {
 		f.local <- func() { f.onClaim(e.topic, l.Index) }
 	}
@@ -251,32 +281,51 @@ func (f *fsm) mirrorLocked(index uint64, e *entry) func() error {
 
 // publishTopicsLocked makes the state's topic names the ones publishes
 // see, and returns them for saveNames.
-func (f *fsm) publishTopicsLocked() map[string]int {
-	m := make(map[string]int, len(f.st.topics)+len(f.st.claims))
+func (f *fsm) publishTopicsLocked() map[string]placement {
+	m := make(map[string]placement, len(f.st.topics)+len(f.st.claims)+len(f.st.placed))
 	for name := range f.st.claims {
-		m[name] = 0
+		m[name] = placement{}
 	}
 	for name, t := range f.st.topics {
-		m[name] = t.replicas
+		m[name] = placement{replicas: t.replicas}
 	}
+	maps.Copy(m, f.st.placed)
 	f.replicated.Store(&m)
 	return m
 }
 
-// saveNames writes the replicated topics' names; called with applyMu held
-// (the writes keep the order of the changes), never with mu.
-func (f *fsm) saveNames(names map[string]int) {
-	b, err := json.Marshal(names)
+// saveNames writes the replicated topics' names, with their replica
+// counts (the file a node without data groups keeps too), and the data
+// groups of those placed in one; called with applyMu held (the writes
+// keep the order of the changes), never with mu.
+func (f *fsm) saveNames(known map[string]placement) {
+	names := make(map[string]int, len(known))
+	groups := map[string]string{}
+	for name, p := range known {
+		names[name] = p.replicas
+		if p.group != "" {
+			groups[name] = p.group
+		}
+	}
+	err := writeJSON(f.namesFile, names)
 	if err == nil {
-		err = atomicfile.Write(f.namesFile, b)
+		err = writeJSON(f.placedFile, groups)
 	}
 	if err != nil {
 		f.log.Error("replication: saving replicated topic names", "err", err)
 	}
 }
 
+func writeJSON(file string, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return atomicfile.Write(file, b)
+}
+
 // replicas is the topic's replica count, 0 for a topic not replicated.
-func (f *fsm) replicas(topic string) int { return (*f.replicated.Load())[topic] }
+func (f *fsm) replicas(topic string) int { return (*f.replicated.Load())[topic].replicas }
 
 // claimed reports whether the name is a replicated topic or claimed by a
 // create being decided.

@@ -3,9 +3,14 @@
 // leader is the one node that delivers it. Consensus is hashicorp/raft's;
 // this package is the state machine (state.go, fsm.go) and the glue.
 //
-// All replicated topics of a cluster share one Raft group, so the number of
-// groups does not grow with topics or channels: the group's leader leads
-// every replicated topic.
+// A node runs one Raft instance per group it is a member of, all on one
+// listener (internal/clustermux). The meta group, of every peer, records
+// the layout: which data groups exist with which voters (the preferred
+// leader first), where each topic is placed, who leads each group, which
+// nodes drain (placement.go). A data group holds the topics placed on one
+// ordered replica set, so there are at most a few dozen groups whatever
+// the number of topics; each group's leader hands its leadership to the
+// preferred leader, so leaders spread as placements do.
 package replication
 
 import (
@@ -18,10 +23,11 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 
 	"github.com/nsqgo/nsq/internal/clustermux"
@@ -89,21 +95,20 @@ var (
 	ErrChannelNotFound = errors.New("channel not found")
 )
 
-// Node is this daemon's membership of the cluster.
+// Node is this daemon's membership of the cluster: the meta group, which
+// every voter is a member of and which records where each replicated
+// topic lives, and the data groups this node holds a replica of.
 type Node struct {
 	cfg      Config
-	raft     *raft.Raft
-	fsm      *fsm
-	store    *stores
-	trans    *raft.NetworkTransport
 	mux      *clustermux.Mux
-	notify   chan bool
-	acks     *ackBatcher
-	pubs     *publishGroups
+	meta     *group
+	gmu      sync.RWMutex
+	groups   map[string]*group // data groups this node runs, by id
 	http     *forwarder
 	claims   *claimAnswers    // answers to the claims of creates this node decides
 	answers  chan claimAnswer // this node's answers, to send to the leader
 	creating chan struct{}    // held by the create being decided here
+	kick     chan struct{}    // wakes the keeper
 	// draining is closed by Drain: this node is about to leave and hands
 	// the leadership over whenever it has it.
 	draining  chan struct{}
@@ -124,113 +129,30 @@ func Start(cfg Config) (*Node, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("replication data dir: %w", err)
 	}
-	logw := &slogWriter{log: cfg.Log}
-	hlog := hclog.New(&hclog.LoggerOptions{Name: "raft", Output: logw, Level: hclog.Warn})
-
-	rc := raft.DefaultConfig()
-	rc.LocalID = raft.ServerID(cfg.Address)
-	rc.Logger = hlog
-	if cfg.HeartbeatTimeout > 0 {
-		rc.HeartbeatTimeout = cfg.HeartbeatTimeout
-		rc.LeaderLeaseTimeout = cfg.HeartbeatTimeout / 2
-	}
-	if cfg.ElectionTimeout > 0 {
-		rc.ElectionTimeout = cfg.ElectionTimeout
-	}
-	rc.BatchApplyCh = true // concurrent publishes share appends
-	if cfg.SnapshotEntries > 0 {
-		rc.SnapshotThreshold = cfg.SnapshotEntries
-	}
-	if cfg.SnapshotInterval > 0 {
-		rc.SnapshotInterval = cfg.SnapshotInterval
-	}
-	if cfg.TrailingEntries > 0 {
-		rc.TrailingLogs = cfg.TrailingEntries
-	}
-	notify := make(chan bool, 16)
-	rc.NotifyCh = notify
-
-	store, err := openStores(cfg.DataDir, cfg.SyncEvery, cfg.SyncTimeout)
-	if err != nil {
-		return nil, err
-	}
-	logs, err := raft.NewLogCache(logCacheEntries, store.log)
-	if err != nil {
-		store.Close()
-		return nil, err
-	}
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 2, hlog)
-	if err != nil {
-		store.Close()
-		return nil, fmt.Errorf("opening raft snapshots: %w", err)
-	}
 	addr, err := net.ResolveTCPAddr("tcp", cfg.Address)
 	if err != nil {
-		store.Close()
 		return nil, fmt.Errorf("cluster address %q: %w", cfg.Address, err)
 	}
 	ln, dial, err := listenCluster(cfg.Address, cfg.TLS)
 	if err != nil {
-		store.Close()
 		return nil, err
 	}
-	mux := clustermux.New(ln, addr, dial, theGroup, cfg.Log)
-	trans, err := newTransport(mux, theGroup, hlog)
-	if err != nil {
-		mux.Close()
-		store.Close()
-		return nil, err
-	}
-
-	f, err := newFSM(cfg.Host, cfg.Log, cfg.DataDir, store.log)
-	if err != nil {
-		trans.Close()
-		mux.Close()
-		store.Close()
-		return nil, err
-	}
-	store.log.keep = f.keepIndex
-	n := &Node{cfg: cfg, fsm: f, store: store, trans: trans, mux: mux, notify: notify, draining: make(chan struct{}),
+	n := &Node{cfg: cfg, groups: make(map[string]*group), draining: make(chan struct{}), kick: make(chan struct{}, 1),
 		claims: newClaimAnswers(), answers: make(chan claimAnswer, answerQueue), creating: make(chan struct{}, 1)}
-	f.onClaim = n.onClaim
-	n.raft, err = raft.NewRaft(rc, n.fsm, logs, store.stable, snaps, trans)
-	if err != nil {
-		f.close()
-		trans.Close()
-		mux.Close()
-		store.Close()
-		return nil, fmt.Errorf("starting raft: %w", err)
-	}
-	existing, err := raft.HasExistingState(logs, store.stable, snaps)
-	if err != nil {
-		n.shutdownRaft()
-		f.close()
+	n.mux = clustermux.New(ln, addr, dial, theGroup, cfg.Log)
+	// The meta group keeps the directory a single-group node used, so a
+	// data dir from before data groups is its log.
+	if n.meta, err = n.startGroup(theGroup, cfg.DataDir, cfg.Peers); err != nil {
+		n.mux.Close()
 		return nil, err
-	}
-	if !existing {
-		servers := make([]raft.Server, len(cfg.Peers))
-		for i, p := range cfg.Peers {
-			servers[i] = raft.Server{ID: raft.ServerID(p), Address: raft.ServerAddress(p)}
-		}
-		if err := n.raft.BootstrapCluster(raft.Configuration{Servers: servers}).Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
-			n.shutdownRaft()
-			f.close()
-			return nil, fmt.Errorf("bootstrapping cluster: %w", err)
-		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	n.cancel = cancel
-	n.acks = newAckBatcher(n)
-	n.pubs = newPublishGroups(n.commit, publishInFlight, publishGroupBytes)
 	n.http = newForwarder(cfg.Timeout, cfg.TLS)
-	n.wg.Add(5)
+	n.wg.Add(3)
 	go func() {
 		defer n.wg.Done()
 		n.sendAnswers(ctx)
-	}()
-	go func() {
-		defer n.wg.Done()
-		n.watchLeadership(ctx)
 	}()
 	go func() {
 		defer n.wg.Done()
@@ -238,96 +160,73 @@ func Start(cfg Config) (*Node, error) {
 	}()
 	go func() {
 		defer n.wg.Done()
-		store.log.run(ctx, func(err error) { cfg.Log.Error("replication: fsync of the raft log", "err", err) })
-	}()
-	go func() {
-		defer n.wg.Done()
-		n.acks.run(ctx)
+		n.keep(ctx)
 	}()
 	return n, nil
 }
 
-// newTransport is the group's Raft transport, on its share of the
-// cluster listener.
-func newTransport(mux *clustermux.Mux, group string, hlog hclog.Logger) (*raft.NetworkTransport, error) {
-	const maxPool, timeout = 4, 10 * time.Second
-	stream, err := mux.Stream(group)
-	if err != nil {
-		return nil, fmt.Errorf("cluster listener for group %s: %w", group, err)
-	}
-	return raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{Stream: stream, MaxPool: maxPool, Timeout: timeout, Logger: hlog}), nil
-}
-
-// Close leaves the cluster: the local copies of replicated topics go (a
-// node that is not running leads nothing), then Raft stops.
+// Close leaves the cluster: every group hands its leadership over and
+// stops, the data groups first.
 func (n *Node) Close() error {
-	if n.raft.State() == raft.Leader {
-		// The next leader is ready sooner than an election after a missed
-		// heartbeat would make it.
-		if err := n.TransferLeadership(""); err != nil {
-			n.cfg.Log.Info("replication: leadership not handed over before shutdown", "err", err)
-		}
-	}
 	n.cancel()
 	n.wg.Wait()
 	n.http.client.CloseIdleConnections()
-	n.fsm.deactivate()
-	err := n.shutdownRaft()
-	n.fsm.close()
-	return err
+	var errs []error
+	for _, g := range n.dataGroups() {
+		errs = append(errs, g.close())
+	}
+	errs = append(errs, n.meta.close(), n.mux.Close())
+	return errors.Join(errs...)
 }
 
-func (n *Node) shutdownRaft() error {
-	err := n.raft.Shutdown().Error()
-	return errors.Join(err, n.store.log.sync(), n.trans.Close(), n.mux.Close(), n.store.Close())
+// dataGroups is the data groups this node runs now.
+func (n *Node) dataGroups() []*group {
+	n.gmu.RLock()
+	defer n.gmu.RUnlock()
+	out := make([]*group, 0, len(n.groups))
+	for _, g := range n.groups {
+		out = append(out, g)
+	}
+	return out
 }
 
-// watchLeadership loads the replicated topics into the local queues when
-// this node becomes leader and drops them when it stops being leader.
-func (n *Node) watchLeadership(ctx context.Context) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case leading := <-n.notify:
-			if leading {
-				n.lead()
-			} else {
-				n.fsm.deactivate()
-				n.acks.reset()
-			}
-		}
-	}
+func (n *Node) dataGroup(id string) *group {
+	n.gmu.RLock()
+	defer n.gmu.RUnlock()
+	return n.groups[id]
 }
 
-func (n *Node) lead() {
-	// Everything committed by earlier leaders must be in the state before
-	// it is loaded into the queues.
-	if err := n.raft.Barrier(n.cfg.Timeout).Error(); err != nil {
-		n.cfg.Log.Warn("replication: new leader could not catch up", "err", err)
-		return
+// route is where a replicated topic lives as this node sees it: the group
+// that holds its state here (nil when this node holds no replica of it)
+// and the group's id ("" for a name that is not replicated).
+func (n *Node) route(topic string) (*group, string) {
+	p, ok := n.meta.fsm.placeOf(topic)
+	switch {
+	case !ok:
+		return nil, ""
+	case p.group == "":
+		return n.meta, theGroup // created before data groups: its state is the meta group's
 	}
-	e := &entry{op: opNode, node: n.cfg.Address, tcp: n.cfg.Self.TCP, api: n.cfg.Self.API}
-	if err := n.raft.Apply(e.encode(), n.cfg.Timeout).Error(); err != nil {
-		n.cfg.Log.Warn("replication: new leader could not announce itself", "err", err)
-		return
-	}
-	if n.raft.State() != raft.Leader {
-		return // the step-down notice is queued behind this one
-	}
-	n.releaseUndecided()
-	n.fsm.activate()
-	n.cfg.Log.Info("replication: leading", "address", n.cfg.Address)
+	return n.dataGroup(p.group), p.group
 }
 
 // WaitCaughtUp waits, within ctx, until a leader is known and this node
-// has applied what it knows to be committed: a restarted node then knows
+// has applied what it knows to be committed, in the meta group and then
+// in every data group it is a member of: a restarted node then knows
 // every replicated topic before it serves clients. It reports whether it
 // got there.
 func (n *Node) WaitCaughtUp(ctx context.Context) bool {
+	if !pollUntil(ctx, 20*time.Millisecond, n.meta.caughtUp) {
+		return false
+	}
+	n.startGroups()
 	return pollUntil(ctx, 20*time.Millisecond, func() bool {
-		_, id := n.raft.LeaderWithID()
-		return id != "" && n.raft.AppliedIndex() >= n.raft.CommitIndex()
+		for _, g := range n.dataGroups() {
+			if !g.caughtUp() {
+				return false
+			}
+		}
+		return true
 	})
 }
 
@@ -347,10 +246,11 @@ func pollUntil(ctx context.Context, every time.Duration, done func() bool) bool 
 }
 
 // Learn is for a node about to make an ordinary topic called topic: it
-// asks the leader whether topic is replicated and, if it is, waits (within
-// ctx) until this node has applied its creation, and reports true. Without
-// a reachable leader it reports false: ordinary topics stay available. A
-// name claimed by a create being decided is waited for first.
+// asks the meta leader whether topic is replicated and, if it is, waits
+// (within ctx) until this node has applied its placement, and reports
+// true. Without a reachable leader it reports false: ordinary topics stay
+// available. A name claimed by a create being decided is waited for
+// first.
 func (n *Node) Learn(ctx context.Context, topic string) bool {
 	if !n.waitDecided(ctx, topic) {
 		return false
@@ -358,10 +258,10 @@ func (n *Node) Learn(ctx context.Context, topic string) bool {
 	if n.Replicas(topic) > 0 {
 		return true
 	}
-	if n.IsLeader() {
-		return false // a leader applies a creation before it is acknowledged
+	if n.meta.isLeader() {
+		return false // a leader applies a placement before it is acknowledged
 	}
-	l, ok := n.Leader()
+	l, ok := n.meta.leader()
 	if !ok || !n.http.replicatedAt(ctx, l, topic) {
 		return false
 	}
@@ -369,19 +269,38 @@ func (n *Node) Learn(ctx context.Context, topic string) bool {
 }
 
 // Replicas is the topic's replica count; 0 means it is not replicated.
-func (n *Node) Replicas(topic string) int { return n.fsm.replicas(topic) }
+func (n *Node) Replicas(topic string) int { return n.meta.fsm.replicas(topic) }
 
-// Leading reports whether this node serves the replicated topics'
-// consumers now.
-func (n *Node) Leading() bool { return n.fsm.isActive() }
+// Leads reports whether this node serves the topic's consumers now: it
+// leads the topic's group and has loaded its queues.
+func (n *Node) Leads(topic string) bool {
+	g, _ := n.route(topic)
+	return g != nil && g.fsm.isActive()
+}
 
-// Leader is where clients reach the current leader's daemon.
-func (n *Node) Leader() (NodeInfo, bool) {
-	_, id := n.raft.LeaderWithID()
+// IsLeaderOf reports whether this node is the Raft leader of the topic's
+// group now (it may not have loaded the queues yet: see Leads); for a
+// name that is not replicated, of the meta group, which decides creates.
+func (n *Node) IsLeaderOf(topic string) bool {
+	g, id := n.route(topic)
 	if id == "" {
-		return NodeInfo{}, false
+		return n.meta.isLeader()
 	}
-	return n.fsm.node(string(id))
+	return g != nil && g.isLeader()
+}
+
+// LeaderOf is where clients reach the daemon that leads the topic: as
+// its group's Raft says on a member, as the meta group last heard
+// elsewhere. For a name that is not replicated it is the meta leader.
+func (n *Node) LeaderOf(topic string) (NodeInfo, bool) {
+	g, id := n.route(topic)
+	switch {
+	case g != nil:
+		return g.leader()
+	case id == "":
+		return n.meta.leader()
+	}
+	return n.meta.fsm.leaderOf(id)
 }
 
 // Status is what /stats says of a replicated topic.
@@ -389,56 +308,114 @@ type Status = statsdoc.Replication
 
 // Status describes the topic's replication as this node sees it.
 func (n *Node) Status(topic string) Status {
-	s := Status{Replicas: n.Replicas(topic), Role: "follower", Committed: n.raft.CommitIndex()}
-	if n.Leading() {
-		s.Role = "leader"
+	s := Status{Replicas: n.Replicas(topic), Role: "follower"}
+	if g, _ := n.route(topic); g != nil {
+		s.Committed = g.raft.CommitIndex()
+		if g.fsm.isActive() {
+			s.Role = "leader"
+		}
 	}
-	if l, ok := n.Leader(); ok {
+	if l, ok := n.LeaderOf(topic); ok {
 		s.Leader = l.TCP
 	}
 	return s
 }
 
-// Topics is the replicated topics with their channels' depths, for the
-// stats of a node that does not lead them.
-func (n *Node) Topics() []TopicView { return n.fsm.views() }
+// Topics is the replicated topics this node holds a replica of, with
+// their channels' depths, for the stats of a node that does not lead
+// them.
+func (n *Node) Topics() []TopicView {
+	out := n.meta.fsm.views()
+	for _, g := range n.dataGroups() {
+		out = append(out, g.fsm.views()...)
+	}
+	slices.SortFunc(out, func(a, b TopicView) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
 
-// Topic is one replicated topic's view.
-func (n *Node) Topic(name string) (TopicView, bool) { return n.fsm.view(name) }
+// Topic is one replicated topic's view, on a node that holds it.
+func (n *Node) Topic(name string) (TopicView, bool) {
+	if g, _ := n.route(name); g != nil {
+		return g.fsm.view(name)
+	}
+	return TopicView{}, false
+}
 
-// HasChannel reports whether the replicated topic has that channel.
-func (n *Node) HasChannel(topic, channel string) bool { return n.fsm.hasChannel(topic, channel) }
+// HasChannel reports whether the replicated topic has that channel, as
+// far as this node holds it.
+func (n *Node) HasChannel(topic, channel string) bool {
+	g, _ := n.route(topic)
+	return g != nil && g.fsm.hasChannel(topic, channel)
+}
 
-// Publish commits bodies to a replicated topic: on a majority when this
-// node leads, else through the leader.
+// Publish commits bodies to a replicated topic: on a majority of its
+// group when this node leads it, else through its leader.
 func (n *Node) Publish(ctx context.Context, topic string, bodies [][]byte, deferFor time.Duration) error {
 	if len(bodies) > maxBatch {
 		return fmt.Errorf("%d messages in one publish; at most %d", len(bodies), maxBatch)
 	}
-	return n.submit(ctx, func(ctx context.Context) error {
-		return n.pubs.publish(ctx, topic, deferFor, bodies)
+	return n.submit(ctx, topic, func(ctx context.Context, g *group) error {
+		if err := n.ensureTopic(ctx, g, topic); err != nil {
+			return err
+		}
+		return g.pubs.publish(ctx, topic, deferFor, bodies)
 	}, func(ctx context.Context, l NodeInfo) error {
 		return n.http.publish(ctx, l, topic, bodies, deferFor)
 	})
 }
 
-// CreateTopic creates a replicated topic (idempotent). It is refused with
-// ErrTopicExists when a node has an ordinary topic of the name, and with
-// ErrNotCommitted when a voter cannot say whether it has one.
+// CreateTopic creates a replicated topic (idempotent): the meta leader
+// places it in a data group, then the group's leader creates it there. It
+// is refused with ErrTopicExists when a node has an ordinary topic of the
+// name, and with ErrNotCommitted when a voter cannot say whether it has
+// one.
 func (n *Node) CreateTopic(ctx context.Context, topic string, replicas int) error {
 	if replicas > len(n.cfg.Peers) {
 		return fmt.Errorf("replicas=%d but the cluster has %d voters", replicas, len(n.cfg.Peers))
 	}
-	return n.submit(ctx, func(ctx context.Context) error {
-		return n.createClaimed(ctx, topic, replicas)
-	}, func(ctx context.Context, l NodeInfo) error {
+	create := func(ctx context.Context, l NodeInfo) error {
 		return n.http.call(ctx, l, "/topic/create", "topic", topic, "replicas", fmt.Sprint(replicas))
-	})
+	}
+	if n.Replicas(topic) == 0 {
+		placed := false
+		err := n.submit(ctx, topic, func(ctx context.Context, _ *group) error {
+			placed = true
+			return n.createClaimed(ctx, topic, replicas)
+		}, create)
+		if err != nil || !placed {
+			return err // the meta leader it was forwarded to did the rest
+		}
+	}
+	return n.submit(ctx, topic, func(ctx context.Context, g *group) error { return n.ensureTopic(ctx, g, topic) }, create)
 }
 
-// DeleteTopic deletes a replicated topic everywhere.
+// ensureTopic creates the placed topic in its data group's state, on the
+// group's leader, if it is not there yet: the create that placed it may
+// have ended before the group's leader was elected. A topic in the meta
+// group's state exists already.
+func (n *Node) ensureTopic(ctx context.Context, g *group, topic string) error {
+	if g == n.meta || g.fsm.replicas(topic) > 0 {
+		return nil
+	}
+	p, ok := n.meta.fsm.placeOf(topic)
+	if !ok {
+		return fmt.Errorf("%w: topic %s is not placed", ErrNotCommitted, topic)
+	}
+	return g.commitSettled(ctx, &entry{op: opCreateTopic, topic: topic, replicas: p.replicas})
+}
+
+// DeleteTopic deletes a replicated topic everywhere: from its group's
+// state on its leader, then its placement.
 func (n *Node) DeleteTopic(ctx context.Context, topic string) error {
-	return n.submitEntry(ctx, &entry{op: opDeleteTopic, topic: topic}, func(ctx context.Context, l NodeInfo) error {
+	return n.submit(ctx, topic, func(ctx context.Context, g *group) error {
+		if err := g.commitSettled(ctx, &entry{op: opDeleteTopic, topic: topic}); err != nil {
+			return err
+		}
+		if g == n.meta {
+			return nil
+		}
+		return n.commitTo(ctx, theGroup, &entry{op: opDeleteTopic, topic: topic})
+	}, func(ctx context.Context, l NodeInfo) error {
 		return n.http.call(ctx, l, "/topic/delete", "topic", topic)
 	})
 }
@@ -497,17 +474,13 @@ func (n *Node) SetPolicy(ctx context.Context, topic, channel string, patch []byt
 // leaves the backlog and every channel. These are committed in batches
 // and never waited for: one lost in a failover means a redelivery.
 func (n *Node) Finished(topic, channel string, id [16]byte) {
-	if seq, ok := parseID(id); ok {
-		n.acks.add(opFinish, topic, channel, ack{seq: seq})
-	}
+	n.addAck(opFinish, topic, channel, id, 0, 0)
 }
 
 // Requeued records a REQ, so that a deferred requeue keeps its due time
 // (unix ns), and the message its attempts, across a failover.
 func (n *Node) Requeued(topic, channel string, id [16]byte, due int64, attempts uint16) {
-	if seq, ok := parseID(id); ok {
-		n.acks.add(opRequeue, topic, channel, ack{seq: seq, due: due, attempts: attempts})
-	}
+	n.addAck(opRequeue, topic, channel, id, due, attempts)
 }
 
 // Touched records a TOUCH: after a failover the message is not delivered
@@ -515,8 +488,16 @@ func (n *Node) Requeued(topic, channel string, id [16]byte, due int64, attempts 
 // before its timeout, so a consumer still working on it is not raced by
 // a second one sooner than NSQ allows.
 func (n *Node) Touched(topic, channel string, id [16]byte, deadline int64, attempts uint16) {
-	if seq, ok := parseID(id); ok {
-		n.acks.add(opTouch, topic, channel, ack{seq: seq, due: deadline, attempts: attempts})
+	n.addAck(opTouch, topic, channel, id, deadline, attempts)
+}
+
+func (n *Node) addAck(o op, topic, channel string, id [16]byte, due int64, attempts uint16) {
+	seq, ok := parseID(id)
+	if !ok {
+		return
+	}
+	if g, _ := n.route(topic); g != nil {
+		g.acks.add(o, topic, channel, ack{seq: seq, due: due, attempts: attempts})
 	}
 }
 
@@ -531,69 +512,155 @@ func (n *Node) Empty(ctx context.Context, topic, channel string) error {
 	})
 }
 
-// submitEntry commits e when this node leads, or hands the call to the
-// leader. An entry on one of the topic's channels, but for its creation,
-// needs the channel: the leader, whose state has every acknowledged
-// creation, refuses it with ErrChannelNotFound rather than commit an
-// entry that changes nothing.
+// submitEntry commits e in its topic's group when this node leads it, or
+// hands the call to the leader. An entry on one of the topic's channels,
+// but for its creation, needs the channel: the leader, whose state has
+// every acknowledged creation, refuses it with ErrChannelNotFound rather
+// than commit an entry that changes nothing.
 func (n *Node) submitEntry(ctx context.Context, e *entry, forward func(context.Context, NodeInfo) error) error {
-	return n.submit(ctx, func(ctx context.Context) error {
-		if e.channel != "" && e.op != opCreateChannel && !n.HasChannel(e.topic, e.channel) {
-			return ErrChannelNotFound
-		}
-		if err := n.commit(e.encode()); err != nil {
+	return n.submit(ctx, e.topic, func(ctx context.Context, g *group) error {
+		if err := n.ensureTopic(ctx, g, e.topic); err != nil {
 			return err
 		}
-		// Committed: a slow local queue does not make it an error.
-		n.fsm.settle(ctx)
-		return nil
+		if e.channel != "" && e.op != opCreateChannel && !g.fsm.hasChannel(e.topic, e.channel) {
+			return ErrChannelNotFound
+		}
+		return g.commitSettled(ctx, e)
 	}, forward)
 }
 
-// submit runs local when this node leads, or hands the call to the leader.
-func (n *Node) submit(ctx context.Context, local func(context.Context) error, forward func(context.Context, NodeInfo) error) error {
+// leaderRetry spaces the attempts to reach a topic's leader while its
+// group elects one or the meta group has not heard of the new one yet.
+const leaderRetry = 50 * time.Millisecond
+
+// submit runs local with the topic's group when this node leads it (the
+// meta group for a name that is not replicated), or hands the call to the
+// leader, trying again while the node it reached no longer leads.
+func (n *Node) submit(ctx context.Context, topic string, local func(context.Context, *group) error, forward func(context.Context, NodeInfo) error) error {
 	ctx, cancel := context.WithTimeout(ctx, n.cfg.Timeout)
 	defer cancel()
-	if n.raft.State() == raft.Leader {
-		return local(ctx)
+	for {
+		g, id := n.route(topic)
+		if id == "" {
+			g = n.meta
+		}
+		if g != nil && g.isLeader() {
+			err := local(ctx, g)
+			if !refused(err) || !sleepCtx(ctx, leaderRetry) {
+				return err
+			}
+			continue
+		}
+		l, err := n.waitLeaderOf(ctx, topic)
+		if err != nil {
+			return err
+		}
+		if l.API == n.cfg.Self.API {
+			// Just elected, or the meta group has not heard of the group's
+			// new leader yet.
+			if !sleepCtx(ctx, leaderRetry) {
+				return ErrNoLeader
+			}
+			continue
+		}
+		err = forward(ctx, l)
+		if !errors.Is(err, ErrNoLeader) || !sleepCtx(ctx, leaderRetry) {
+			return err
+		}
 	}
-	l, err := n.waitLeader(ctx)
+}
+
+// refused reports whether Raft refused an entry without appending it (it
+// is not the leader, or is handing the leadership over), so that trying
+// again cannot commit it twice.
+func refused(err error) bool {
+	return errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipTransferInProgress)
+}
+
+// commitTo commits e in group id: here when this node leads it, else
+// through its leader's CommitPath.
+func (n *Node) commitTo(ctx context.Context, id string, e *entry) error {
+	for {
+		g := n.meta
+		if id != theGroup {
+			g = n.dataGroup(id)
+		}
+		if g != nil && g.isLeader() {
+			return g.commitSettled(ctx, e)
+		}
+		var l NodeInfo
+		var ok bool
+		switch {
+		case g != nil:
+			l, ok = g.leader()
+		default:
+			l, ok = n.meta.fsm.leaderOf(id)
+		}
+		err := ErrNoLeader
+		if ok && l.API != n.cfg.Self.API {
+			err = n.http.post(ctx, l, CommitPath, url.Values{"group": {id}}, e.encode())
+		}
+		if !errors.Is(err, ErrNoLeader) || !sleepCtx(ctx, leaderRetry) {
+			return err
+		}
+	}
+}
+
+// CommitPath is a group leader's HTTP endpoint that other nodes post an
+// entry of its group to: what a node outside the group, or not leading
+// it, has to say there (a data group's leader announcing itself to the
+// meta group, a topic's deletion from its placement).
+const CommitPath = "/cluster/commit"
+
+// errBadCommit refuses a post to CommitPath that is not such an entry.
+var errBadCommit = errors.New("not an entry another node may commit")
+
+// CommitForwarded commits an entry another node posted to CommitPath. It
+// is ErrNotLeader on a node that does not lead the group (the sender asks
+// the next leader), and errBadCommit for anything but the entries nodes
+// send this way.
+func (n *Node) CommitForwarded(ctx context.Context, group string, body []byte) error {
+	e, err := decodeEntry(body)
 	if err != nil {
-		return err
+		return fmt.Errorf("%w: %v", errBadCommit, err)
 	}
-	if l.API == n.cfg.Self.API {
-		return local(ctx) // we were just elected
+	g := n.meta
+	if group != theGroup {
+		g = n.dataGroup(group)
 	}
-	return forward(ctx, l)
-}
-
-// commit applies an encoded entry: on a majority within the timeout.
-func (n *Node) commit(data []byte) error {
-	_, err := n.commitIndex(data)
-	return err
-}
-
-// commitIndex is commit that also says the entry's raft index.
-func (n *Node) commitIndex(data []byte) (uint64, error) {
-	f := n.raft.Apply(data, n.cfg.Timeout)
-	err := f.Error()
 	switch {
-	case err == nil:
-		return f.Index(), nil
-	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost), errors.Is(err, raft.ErrEnqueueTimeout),
-		errors.Is(err, raft.ErrLeadershipTransferInProgress), errors.Is(err, raft.ErrRaftShutdown):
-		return 0, fmt.Errorf("%w: %v", ErrNotCommitted, err)
-	default:
-		return 0, err
+	case !slices.Contains([]op{opGroupLeader, opGroupPrefer, opDrain, opDeleteTopic}, e.op):
+		return errBadCommit
+	case g == nil || !g.isLeader():
+		return ErrNotLeader
+	}
+	ctx, cancel := context.WithTimeout(ctx, n.cfg.Timeout)
+	defer cancel()
+	return g.commitSettled(ctx, e)
+}
+
+// IsBadCommit reports whether CommitForwarded refused err's post as not an
+// entry to forward.
+func IsBadCommit(err error) bool { return errors.Is(err, errBadCommit) }
+
+// sleepCtx waits d, or reports false when ctx ends first.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
 	}
 }
 
-// waitLeader waits, within ctx, for a leader that has said where it is.
-func (n *Node) waitLeader(ctx context.Context) (NodeInfo, error) {
+// waitLeaderOf waits, within ctx, for the topic's leader to be known.
+func (n *Node) waitLeaderOf(ctx context.Context, topic string) (NodeInfo, error) {
 	t := time.NewTicker(20 * time.Millisecond)
 	defer t.Stop()
 	for {
-		if l, ok := n.Leader(); ok {
+		if l, ok := n.LeaderOf(topic); ok {
 			return l, nil
 		}
 		select {
@@ -614,29 +681,43 @@ func (w *slogWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// TransferLeadership hands the leadership to the voter at addr, or with
-// addr "" to the most up to date one, and waits until it has it. The FINs,
-// REQs and TOUCHes waiting for their batch are committed first, so that
-// what consumers finished before the handoff is not delivered again.
-func (n *Node) TransferLeadership(addr string) error {
-	n.acks.flush()
-	var f raft.Future
-	if addr == "" {
-		f = n.raft.LeadershipTransfer()
-	} else {
-		f = n.raft.LeadershipTransferToServer(raft.ServerID(addr), raft.ServerAddress(addr))
+// TransferLeadership hands the leadership of the topic's group to the
+// voter at addr, or with addr "" to the most up to date one, and waits
+// until it has it. A data group handed to addr keeps it there: addr
+// becomes its preferred leader, which its leaders hand it back to.
+func (n *Node) TransferLeadership(topic, addr string) error {
+	g, id := n.route(topic)
+	if id == "" {
+		g = n.meta
 	}
-	if err := f.Error(); err != nil {
-		return fmt.Errorf("transferring leadership: %w", err)
+	if g == nil {
+		return fmt.Errorf("transferring leadership: this node holds no replica of %s", topic)
 	}
-	return nil
+	if addr != "" && g != n.meta {
+		ctx, cancel := context.WithTimeout(context.Background(), n.cfg.Timeout)
+		defer cancel()
+		if err := n.commitTo(ctx, theGroup, &entry{op: opGroupPrefer, group: g.id, node: addr}); err != nil {
+			return fmt.Errorf("making %s the preferred leader of group %s: %w", addr, g.id, err)
+		}
+	}
+	return g.transferLeadership(addr)
 }
 
-// Drain says this node is about to leave: it hands the leadership over
-// now, and again whenever it is elected later, so that the replicated
-// topics stay writable and their consumers move (through nsqlookupd) to a
-// node that stays. A second call does nothing.
+// Drain says this node is about to leave: it hands the leadership of
+// every group over now, and again whenever it is elected later, so that
+// the replicated topics stay writable and their consumers move (through
+// nsqlookupd) to a node that stays. A second call does nothing.
 func (n *Node) Drain() { n.drainOnce.Do(func() { close(n.draining) }) }
+
+// isDraining reports whether Drain was called.
+func (n *Node) isDraining() bool {
+	select {
+	case <-n.draining:
+		return true
+	default:
+		return false
+	}
+}
 
 // handOffInterval is how often a draining node checks that it does not
 // lead (it may be elected again) and retries a hand-over that failed.
@@ -651,11 +732,17 @@ func (n *Node) handOffWhileDraining(ctx context.Context) {
 	t := time.NewTicker(handOffInterval)
 	defer t.Stop()
 	for {
-		if n.IsLeader() {
-			if err := n.TransferLeadership(""); err != nil {
-				n.cfg.Log.Warn("replication: draining, but the leadership was not handed over; retrying", "err", err)
+		// Until the meta group knows, a data group's new leader would hand
+		// the leadership straight back.
+		recorded := n.recordDraining(ctx)
+		for _, g := range append(n.dataGroups(), n.meta) {
+			if !g.isLeader() || !recorded && g != n.meta {
+				continue
+			}
+			if err := g.transferLeadership(""); err != nil {
+				n.cfg.Log.Warn("replication: draining, but the leadership was not handed over; retrying", "group", g.id, "err", err)
 			} else {
-				n.cfg.Log.Info("replication: draining: leadership handed over")
+				n.cfg.Log.Info("replication: draining: leadership handed over", "group", g.id)
 			}
 		}
 		select {
@@ -665,7 +752,3 @@ func (n *Node) handOffWhileDraining(ctx context.Context) {
 		}
 	}
 }
-
-// IsLeader reports whether this node is the Raft leader now (it may not
-// have loaded the topics yet: see Leading).
-func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }

@@ -16,7 +16,7 @@ import (
 // A snapshot is written as a stream, so that neither taking nor restoring
 // one holds the bodies in memory:
 //
-//	version byte (3)
+//	version byte (4)
 //	nodes:  count, then (cluster address, tcp, http)
 //	topics: count, then each topic:
 //	  name, replicas, paused, policies
@@ -28,10 +28,14 @@ import (
 //	    bodies of messages some holder has: (offset+1, body)…, then 0
 //	  per holder: what REQ or TOUCH said: count, then (seq, due, attempts)
 //	claims: count, then (name, raft index)
+//	placed topics: count, then (name, group, replicas)
+//	groups: count, then (id, members: count, then each)
+//	group leaders: count, then (group, node, term)
+//	draining nodes: count, then each
 //
-// Integers are varints; strings and bodies are length-prefixed. Version 2,
-// without claims, is still read.
-const snapshotVersion = 3
+// Integers are varints; strings and bodies are length-prefixed. Versions
+// 2 (without claims) and 3 (without placements) are still read.
+const snapshotVersion = 4
 
 const (
 	heldNone byte = iota
@@ -40,11 +44,15 @@ const (
 )
 
 type snapshot struct {
-	f      *fsm
-	nodes  map[string]NodeInfo
-	claims map[string]uint64
-	topics []snapTopic
-	files  []*spillFile // kept open and on disk until Release
+	f       *fsm
+	nodes   map[string]NodeInfo
+	claims  map[string]uint64
+	placed  map[string]placement
+	groups  map[string][]string
+	leaders map[string]groupLeader
+	drain   []string
+	topics  []snapTopic
+	files   []*spillFile // kept open and on disk until Release
 }
 
 type snapTopic struct {
@@ -83,7 +91,9 @@ func snapHolderOf(h *holder) snapHolder {
 func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	s := &snapshot{f: f, nodes: maps.Clone(f.st.nodes), claims: maps.Clone(f.st.claims)}
+	s := &snapshot{f: f, nodes: maps.Clone(f.st.nodes), claims: maps.Clone(f.st.claims),
+		placed: maps.Clone(f.st.placed), groups: maps.Clone(f.st.groups), leaders: maps.Clone(f.st.leaders),
+		drain: sortedKeys(f.st.draining)}
 	var keep uint64
 	files := map[*spillFile]bool{}
 	for _, name := range f.st.topicNames() {
@@ -183,6 +193,30 @@ func (s *snapshot) write(w *streamWriter) error {
 	for _, name := range sortedKeys(s.claims) {
 		w.string(name)
 		w.uvarint(s.claims[name])
+	}
+	w.uvarint(uint64(len(s.placed)))
+	for _, name := range sortedKeys(s.placed) {
+		w.string(name)
+		w.string(s.placed[name].group)
+		w.uvarint(uint64(s.placed[name].replicas))
+	}
+	w.uvarint(uint64(len(s.groups)))
+	for _, id := range sortedKeys(s.groups) {
+		w.string(id)
+		w.uvarint(uint64(len(s.groups[id])))
+		for _, m := range s.groups[id] {
+			w.string(m)
+		}
+	}
+	w.uvarint(uint64(len(s.leaders)))
+	for _, id := range sortedKeys(s.leaders) {
+		w.string(id)
+		w.string(s.leaders[id].node)
+		w.uvarint(s.leaders[id].term)
+	}
+	w.uvarint(uint64(len(s.drain)))
+	for _, node := range s.drain {
+		w.string(node)
 	}
 	return w.err
 }
@@ -286,12 +320,15 @@ func (f *fsm) Restore(r io.ReadCloser) error {
 	f.mu.Unlock()
 	f.saveNames(names)
 	f.removeSpills(unused)
+	if f.onChange != nil {
+		f.onChange()
+	}
 	return nil
 }
 
 func readSnapshot(r *streamReader, spill *spillWriter) (*state, error) {
 	version := r.byte()
-	if r.err == nil && version != 2 && version != snapshotVersion {
+	if r.err == nil && (version < 2 || version > snapshotVersion) {
 		return nil, fmt.Errorf("snapshot version %d not known", version)
 	}
 	st := newState()
@@ -333,6 +370,27 @@ func readSnapshot(r *streamReader, spill *spillWriter) (*state, error) {
 		for range r.count() {
 			name := r.string()
 			st.claims[name] = r.uvarint()
+		}
+	}
+	if version >= 4 {
+		for range r.count() {
+			name := r.string()
+			st.placed[name] = placement{group: r.string(), replicas: int(r.uvarint())}
+		}
+		for range r.count() {
+			id := r.string()
+			members := make([]string, 0, 3)
+			for range r.count() {
+				members = append(members, r.string())
+			}
+			st.groups[id] = members
+		}
+		for range r.count() {
+			id := r.string()
+			st.leaders[id] = groupLeader{node: r.string(), term: r.uvarint()}
+		}
+		for range r.count() {
+			st.draining[r.string()] = true
 		}
 	}
 	if r.err != nil {

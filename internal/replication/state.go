@@ -2,7 +2,9 @@ package replication
 
 import (
 	"math/bits"
+	"slices"
 	"sort"
+	"strconv"
 )
 
 // Message is one replicated message as the daemon sees it: its wire ID
@@ -108,13 +110,36 @@ type state struct {
 	// name, and a create takes effect only under the claim it was decided
 	// on: once that is released, the create is refused.
 	claims map[string]uint64
+	// The meta group's record of where topics live (empty in a data
+	// group's state): placed is each topic placed in a data group, groups
+	// each data group's members (the preferred leader first), leaders the
+	// last leader each group announced, draining the nodes draining.
+	placed   map[string]placement
+	groups   map[string][]string
+	leaders  map[string]groupLeader
+	draining map[string]bool
 	// unused collects spill files no batch refers to any more, for the
 	// fsm to release (and delete) outside its lock.
 	unused []*spillFile
 }
 
 func newState() *state {
-	return &state{topics: make(map[string]*topicState), nodes: make(map[string]NodeInfo), claims: make(map[string]uint64)}
+	return &state{topics: make(map[string]*topicState), nodes: make(map[string]NodeInfo), claims: make(map[string]uint64),
+		placed: make(map[string]placement), groups: make(map[string][]string), leaders: make(map[string]groupLeader),
+		draining: make(map[string]bool)}
+}
+
+// placement is where the meta group put a topic: its data group, and how
+// many replicas it was created with (the group's size then).
+type placement struct {
+	group    string
+	replicas int
+}
+
+// groupLeader is the node a data group's leader said it was, in its term.
+type groupLeader struct {
+	node string
+	term uint64
 }
 
 // offsetBits is how many low bits of a message ID number the message within
@@ -175,7 +200,31 @@ func (s *state) apply(index uint64, e *entry) {
 		if s.claims[e.topic] == e.claim {
 			delete(s.claims, e.topic)
 		}
+	case opPlace:
+		s.place(index, e)
+	case opGroupLeader:
+		if l, ok := s.leaders[e.group]; !ok || e.term >= l.term {
+			s.leaders[e.group] = groupLeader{node: e.node, term: e.term}
+			s.nodes[e.node] = NodeInfo{TCP: e.tcp, API: e.api}
+		}
+	case opGroupPrefer:
+		if members := s.groups[e.group]; slices.Contains(members, e.node) {
+			prefer := []string{e.node}
+			for _, m := range members {
+				if m != e.node {
+					prefer = append(prefer, m)
+				}
+			}
+			s.groups[e.group] = prefer
+		}
+	case opDrain:
+		if e.paused {
+			s.draining[e.node] = true
+		} else {
+			delete(s.draining, e.node)
+		}
 	case opDeleteTopic:
+		delete(s.placed, e.topic)
 		if t, ok := s.topics[e.topic]; ok {
 			for _, c := range t.channels {
 				s.release(t, c.held)
@@ -268,6 +317,25 @@ func (s *state) create(e *entry) {
 		delete(s.claims, e.topic)
 	}
 	s.topics[e.topic] = newTopicState(e.replicas)
+}
+
+// place puts the topic in its data group, if the claim it was decided
+// under still stands; a placement in a new group makes the group, named
+// by the entry's raft index.
+func (s *state) place(index uint64, e *entry) {
+	if s.topics[e.topic] != nil || s.placed[e.topic].group != "" || s.claims[e.topic] != e.claim {
+		return
+	}
+	g := e.group
+	switch {
+	case g == "":
+		g = strconv.FormatUint(index, 10)
+		s.groups[g] = e.voters
+	case s.groups[g] == nil:
+		return
+	}
+	delete(s.claims, e.topic)
+	s.placed[e.topic] = placement{group: g, replicas: e.replicas}
 }
 
 func (s *state) publish(index uint64, e *entry) {

@@ -30,6 +30,11 @@ func TestEntryRoundTrip(t *testing.T) {
 		{op: opEmpty, topic: "t", channel: "c"},
 		{op: opPolicy, topic: "t", policy: []byte(`{"max_bytes":1}`)},
 		{op: opNode, node: "127.0.0.1:1", tcp: "127.0.0.1:2", api: "127.0.0.1:3"},
+		{op: opPlace, topic: "t", replicas: 3, claim: 7, voters: []string{"a:1", "b:2", "c:3"}},
+		{op: opPlace, topic: "t", replicas: 3, claim: 7, group: "12", voters: []string{}},
+		{op: opGroupLeader, group: "12", term: 9, node: "a:1", tcp: "a:2", api: "a:3"},
+		{op: opGroupPrefer, group: "12", node: "b:2"},
+		{op: opDrain, node: "a:1", paused: true},
 	}
 	for _, e := range entries {
 		b := e.encode()
@@ -438,26 +443,31 @@ func TestSnapshotRestore(t *testing.T) {
 	}
 }
 
-// A snapshot written before claims (version 2: no claims section) still
-// restores.
-func TestSnapshotVersion2(t *testing.T) {
+// Snapshots written before placements (version 3: no placement sections)
+// and before claims (version 2: no claims section either) still restore.
+func TestSnapshotOlderVersions(t *testing.T) {
 	f := newTestFSM(t, t.TempDir())
 	f.commit(t,
 		&entry{op: opCreateTopic, topic: "t", replicas: 3},
 		&entry{op: opPublish, topic: "t", ts: 1, bodies: [][]byte{[]byte("held")}},
 	)
 	want := f.dump(t)
-	v3 := f.snapshot(t)
-	if v3[0] != 3 || v3[len(v3)-1] != 0 {
-		t.Fatalf("a version 3 snapshot without claims: version %d, last byte %d", v3[0], v3[len(v3)-1])
+	v4 := f.snapshot(t)
+	// Without claims or placements the snapshot ends with five empty counts.
+	if v4[0] != 4 || !bytes.HasSuffix(v4, []byte{0, 0, 0, 0, 0}) {
+		t.Fatalf("a version 4 snapshot without claims or placements: version %d, ends % x", v4[0], v4[len(v4)-5:])
 	}
-	v2 := append([]byte{2}, v3[1:len(v3)-1]...)
-	g := newTestFSM(t, t.TempDir())
-	if err := g.Restore(io.NopCloser(bytes.NewReader(v2))); err != nil {
-		t.Fatal(err)
-	}
-	if got := g.dump(t); !reflect.DeepEqual(got, want) {
-		t.Fatalf("restored %+v\nwant %+v", got, want)
+	for _, old := range [][]byte{
+		append([]byte{3}, v4[1:len(v4)-4]...),
+		append([]byte{2}, v4[1:len(v4)-5]...),
+	} {
+		g := newTestFSM(t, t.TempDir())
+		if err := g.Restore(io.NopCloser(bytes.NewReader(old))); err != nil {
+			t.Fatalf("version %d: %v", old[0], err)
+		}
+		if got := g.dump(t); !reflect.DeepEqual(got, want) {
+			t.Fatalf("version %d restored %+v\nwant %+v", old[0], got, want)
+		}
 	}
 }
 

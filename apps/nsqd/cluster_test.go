@@ -494,13 +494,20 @@ func TestClusterFollowerRestarted(t *testing.T) {
 	l.waitConsumed(t)
 }
 
-// dumpLogs shows each node's log when the test failed.
+// dumpLogs shows the tail of each node's log when the test failed, and
+// keeps the whole logs in $NSQ_CLUSTER_LOGS when that names a folder.
 func (c *testCluster) dumpLogs() {
 	if !c.t.Failed() {
 		return
 	}
+	keep := os.Getenv("NSQ_CLUSTER_LOGS")
 	for i, nd := range c.nodes {
 		b, _ := os.ReadFile(nd.data + ".log")
+		if keep != "" {
+			if err := os.WriteFile(filepath.Join(keep, fmt.Sprintf("%s-node%d.log", c.t.Name(), i)), b, 0o644); err != nil {
+				c.t.Log(err)
+			}
+		}
 		if len(b) > 8000 {
 			b = b[len(b)-8000:]
 		}

@@ -93,8 +93,16 @@ type fsm struct {
 	// replicas.
 	replicated atomic.Pointer[map[string]placement]
 	// placedFile keeps the placements' groups across restarts, as
-	// namesFile keeps the names.
+	// namesFile keeps the names, and the raft index the two reflect.
 	placedFile string
+	// recorded is what the two files said at start and recordedAt their
+	// index (guarded by mu). A restarted node replays its log from its
+	// last snapshot, and the state's names shrink back to what they were
+	// at each entry replayed: until the replay passes recordedAt, the
+	// names recorded stay known too, so that no ordinary topic is made
+	// of a replicated name meanwhile.
+	recorded   map[string]placement
+	recordedAt uint64
 	// onClaim hears, on the local worker, every claim this node applies.
 	onClaim func(topic string, index uint64)
 	// onChange hears that the placements or the groups' leaders changed.
@@ -114,14 +122,15 @@ func newFSM(host Host, log *slog.Logger, dir string, logs raft.LogStore) (*fsm, 
 	if err := readJSON(namesFile, &names); err != nil {
 		return nil, fmt.Errorf("reading replicated topic names: %w", err)
 	}
-	groups := map[string]string{}
-	if err := readJSON(f.placedFile, &groups); err != nil {
+	var placed placedRecord
+	if err := readJSON(f.placedFile, &placed); err != nil {
 		return nil, fmt.Errorf("reading replicated topic placements: %w", err)
 	}
 	known := make(map[string]placement, len(names))
 	for name, replicas := range names {
-		known[name] = placement{group: groups[name], replicas: replicas}
+		known[name] = placement{group: placed.Groups[name], replicas: replicas}
 	}
+	f.recorded, f.recordedAt = known, placed.Index
 	f.replicated.Store(&known)
 	go f.runLocal()
 	return f, nil
@@ -209,7 +218,7 @@ func (f *fsm) Apply(l *raft.Log) any {
 	var names map[string]placement
 	switch e.op {
 	case opCreateTopic, opDeleteTopic, opClaim, opRelease, opPlace:
-		names = f.publishTopicsLocked()
+		names = f.publishTopicsLocked(l.Index)
 	}
 	var mirror func() error
 	if f.mirroring && (e.op != opCreateTopic || created) {
@@ -219,7 +228,7 @@ func (f *fsm) Apply(l *raft.Log) any {
 	f.st.unused = nil
 	f.mu.Unlock()
 	if names != nil {
-		f.saveNames(names)
+		f.saveNames(names, l.Index)
 	}
 	f.applyMu.Unlock()
 	f.removeSpills(unused)
@@ -279,9 +288,11 @@ func (f *fsm) mirrorLocked(index uint64, e *entry) func() error {
 	return nil
 }
 
-// publishTopicsLocked makes the state's topic names the ones publishes
-// see, and returns them for saveNames.
-func (f *fsm) publishTopicsLocked() map[string]placement {
+// publishTopicsLocked makes the state's topic names, as of the raft
+// index, the ones publishes see, and returns them for saveNames; nil
+// while the state replays what the files already record (index 0: a
+// snapshot of unknown index), the files' names then staying known too.
+func (f *fsm) publishTopicsLocked(index uint64) map[string]placement {
 	m := make(map[string]placement, len(f.st.topics)+len(f.st.claims)+len(f.st.placed))
 	for name := range f.st.claims {
 		m[name] = placement{}
@@ -290,26 +301,44 @@ func (f *fsm) publishTopicsLocked() map[string]placement {
 		m[name] = placement{replicas: t.replicas}
 	}
 	maps.Copy(m, f.st.placed)
+	replaying := index < f.recordedAt || index == 0 && f.recordedAt > 0
+	if replaying {
+		for name, p := range f.recorded {
+			if _, ok := m[name]; !ok {
+				m[name] = p
+			}
+		}
+	}
 	f.replicated.Store(&m)
+	if replaying {
+		return nil
+	}
+	f.recorded, f.recordedAt = nil, 0
 	return m
+}
+
+// placedRecord is placedFile's content.
+type placedRecord struct {
+	Index  uint64            `json:"index"`
+	Groups map[string]string `json:"groups"`
 }
 
 // saveNames writes the replicated topics' names, with their replica
 // counts (the file a node without data groups keeps too), and the data
 // groups of those placed in one; called with applyMu held (the writes
 // keep the order of the changes), never with mu.
-func (f *fsm) saveNames(known map[string]placement) {
+func (f *fsm) saveNames(known map[string]placement, index uint64) {
 	names := make(map[string]int, len(known))
-	groups := map[string]string{}
+	placed := placedRecord{Index: index, Groups: map[string]string{}}
 	for name, p := range known {
 		names[name] = p.replicas
 		if p.group != "" {
-			groups[name] = p.group
+			placed.Groups[name] = p.group
 		}
 	}
 	err := writeJSON(f.namesFile, names)
 	if err == nil {
-		err = writeJSON(f.placedFile, groups)
+		err = writeJSON(f.placedFile, placed)
 	}
 	if err != nil {
 		f.log.Error("replication: saving replicated topic names", "err", err)

@@ -159,3 +159,43 @@ func TestPlacementGroupOps(t *testing.T) {
 		t.Fatal("a deleted topic is still placed")
 	}
 }
+
+// A restarted node replays its log from its last snapshot: while the
+// replay has not reached what the names files record, a name created
+// later in the log is still known as replicated (else a publish could
+// make an ordinary topic of it), and once the replay passes, the state's
+// names are the ones known.
+func TestNamesKnownWhileReplaying(t *testing.T) {
+	dir := t.TempDir()
+	entries := []*entry{
+		{op: opClaim, topic: "early"},
+		{op: opPlace, topic: "early", replicas: 3, claim: 1, voters: []string{"a", "b", "c"}},
+		{op: opClaim, topic: "late"},
+		{op: opPlace, topic: "late", replicas: 3, claim: 3, group: "2"},
+		{op: opClaim, topic: "gone"},
+		{op: opPlace, topic: "gone", replicas: 3, claim: 5, group: "2"},
+		{op: opDeleteTopic, topic: "gone"},
+	}
+	before := newTestFSM(t, dir)
+	before.commit(t, entries...)
+	if before.replicas("late") != 3 || before.claimed("gone") {
+		t.Fatalf("before the restart: late %d replicas, gone claimed %v", before.replicas("late"), before.claimed("gone"))
+	}
+
+	after := newTestFSM(t, dir)
+	after.commit(t, entries[:2]...)
+	if after.replicas("late") != 3 {
+		t.Fatalf("replaying: late has %d replicas, want 3 as the files record", after.replicas("late"))
+	}
+	if p, ok := after.placeOf("late"); !ok || p.group != "2" {
+		t.Fatalf("replaying: late placed %+v %v, want in group 2", p, ok)
+	}
+	after.commit(t, entries[2:]...)
+	if after.replicas("late") != 3 || after.claimed("gone") || after.replicas("early") != 3 {
+		t.Fatalf("replayed: early %d, late %d replicas, gone claimed %v", after.replicas("early"), after.replicas("late"), after.claimed("gone"))
+	}
+	after.commit(t, &entry{op: opDeleteTopic, topic: "late"})
+	if after.claimed("late") {
+		t.Fatal("a topic deleted after the replay is still known")
+	}
+}

@@ -316,9 +316,11 @@ func (f *fsm) Restore(r io.ReadCloser) error {
 	}
 	unused = append(unused, f.st.unused...)
 	f.st = st
-	names := f.publishTopicsLocked()
+	names := f.publishTopicsLocked(0)
 	f.mu.Unlock()
-	f.saveNames(names)
+	if names != nil {
+		f.saveNames(names, 0)
+	}
 	f.removeSpills(unused)
 	if f.onChange != nil {
 		f.onChange()

@@ -239,7 +239,12 @@ func (g *group) leader() (NodeInfo, bool) {
 // what it knows to be committed.
 func (g *group) caughtUp() bool {
 	_, id := g.raft.LeaderWithID()
-	return id != "" && g.raft.AppliedIndex() >= g.raft.CommitIndex()
+	// A restarted node learns who leads before it learns the commit
+	// index, which comes with the first append the leader's log check
+	// lets through; until then the index is 0 (every group has committed
+	// at least its first leader's entry).
+	commit := g.raft.CommitIndex()
+	return id != "" && commit > 0 && g.raft.AppliedIndex() >= commit
 }
 
 // commit applies an encoded entry: on a majority within the timeout.

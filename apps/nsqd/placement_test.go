@@ -99,6 +99,7 @@ func TestClusterFivePlacements(t *testing.T) {
 		c.postUntilOK(i%5, "/topic/create?replicas=3&topic="+topic, "")
 		c.postUntilOK((i+1)%5, "/channel/create?topic="+topic+"&channel=c", "")
 	}
+	created := time.Now()
 	held := make([]int, 5)
 	holdersOf := map[string][]int{}
 	for _, topic := range topics {
@@ -123,6 +124,7 @@ func TestClusterFivePlacements(t *testing.T) {
 	// once it is a healthy member.
 	waitFor(t, 60*time.Second, func() string { return fmt.Sprintf("leaders %v, want two each", c.ledCounts(topics)) },
 		func() bool { return !slices.Contains(c.ledCounts(topics), 0) })
+	t.Logf("every node leads %.1fs after the last create", time.Since(created).Seconds())
 
 	l := newLedger()
 	for _, topic := range topics {

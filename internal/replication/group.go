@@ -35,7 +35,14 @@ type group struct {
 	// when it last took the leadership (unix ns).
 	handoff time.Time
 	elected atomic.Int64
-	cancel  context.CancelFunc
+	// patient is set while this node, not the preferred leader of a new
+	// group, waits longer than Raft's timeouts before it stands for
+	// election, so that the group's first leader is usually the
+	// preferred one; timeouts are the ones it takes once a leader is
+	// known (keeper's alone).
+	patient  bool
+	timeouts raft.ReloadableConfig
+	cancel   context.CancelFunc
 	wg      sync.WaitGroup
 }
 
@@ -101,17 +108,25 @@ func (n *Node) startGroup(id, dir string, voters []string) (*group, error) {
 		g.fsm.onClaim = n.onClaim
 	}
 	g.fsm.onChange = n.kickKeeper
+	existing, err := raft.HasExistingState(logs, store.stable, snaps)
+	if err != nil {
+		g.fsm.close()
+		g.trans.Close()
+		store.Close()
+		return nil, err
+	}
+	g.timeouts = raft.ReloadableConfig{TrailingLogs: rc.TrailingLogs, SnapshotInterval: rc.SnapshotInterval,
+		SnapshotThreshold: rc.SnapshotThreshold, HeartbeatTimeout: rc.HeartbeatTimeout, ElectionTimeout: rc.ElectionTimeout}
+	if !existing && id != theGroup && voters[0] != cfg.Address {
+		g.patient = true
+		rc.HeartbeatTimeout *= patientFactor
+		rc.ElectionTimeout *= patientFactor
+	}
 	if g.raft, err = raft.NewRaft(rc, g.fsm, logs, store.stable, snaps, g.trans); err != nil {
 		g.fsm.close()
 		g.trans.Close()
 		store.Close()
 		return nil, fmt.Errorf("starting raft: %w", err)
-	}
-	existing, err := raft.HasExistingState(logs, store.stable, snaps)
-	if err != nil {
-		g.shutdownRaft()
-		g.fsm.close()
-		return nil, err
 	}
 	if !existing {
 		servers := make([]raft.Server, len(voters))
@@ -142,6 +157,29 @@ func (n *Node) startGroup(id, dir string, voters []string) (*group, error) {
 		g.acks.run(ctx)
 	}()
 	return g, nil
+}
+
+// patientFactor is how much longer than Raft's timeouts the voters of a
+// new group other than its preferred leader wait before they stand for
+// election: Raft draws a follower's wait between its timeout and twice
+// that, so the preferred leader stands first unless it started a whole
+// timeout later than they did (it then hands the leadership over).
+const patientFactor = 3
+
+// endPatience ends a new group's patience once a leader is known: from then
+// on this node stands for election as soon as Raft's timeouts say.
+func (g *group) endPatience() {
+	if !g.patient {
+		return
+	}
+	if _, id := g.raft.LeaderWithID(); id == "" {
+		return
+	}
+	if err := g.raft.ReloadConfig(g.timeouts); err != nil {
+		g.n.cfg.Log.Warn("replication: restoring a group's election timeouts", "group", g.id, "err", err)
+		return
+	}
+	g.patient = false
 }
 
 // newTransport is the group's Raft transport, on its share of the

@@ -156,6 +156,7 @@ func (n *Node) keep(ctx context.Context) {
 		n.startGroups()
 		n.recordDraining(ctx)
 		for _, g := range n.dataGroups() {
+			g.endPatience()
 			if g.isLeader() {
 				n.tend(ctx, g)
 			}

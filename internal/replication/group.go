@@ -43,7 +43,7 @@ type group struct {
 	patient  bool
 	timeouts raft.ReloadableConfig
 	cancel   context.CancelFunc
-	wg      sync.WaitGroup
+	wg       sync.WaitGroup
 }
 
 // startGroup opens the group's log in dir and runs its Raft instance on

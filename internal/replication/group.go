@@ -253,8 +253,10 @@ func (g *group) lead() {
 	if g.id == theGroup {
 		n.releaseUndecided()
 	}
-	g.fsm.activate()
+	// Before activate: a keeper that sees the queues loaded sees this
+	// leadership's time.
 	g.elected.Store(time.Now().UnixNano())
+	g.fsm.activate()
 	n.kickKeeper() // a data group's new leader tells the meta group
 	n.cfg.Log.Info("replication: leading", "group", g.id, "address", n.cfg.Address)
 }

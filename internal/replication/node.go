@@ -683,8 +683,9 @@ func (w *slogWriter) Write(p []byte) (int, error) {
 
 // TransferLeadership hands the leadership of the topic's group to the
 // voter at addr, or with addr "" to the most up to date one, and waits
-// until it has it. A data group handed to addr keeps it there: addr
-// becomes its preferred leader, which its leaders hand it back to.
+// until it has it. A data group handed over keeps its new leader: that
+// node becomes the group's preferred leader, which its leaders hand it
+// back to.
 func (n *Node) TransferLeadership(topic, addr string) error {
 	g, id := n.route(topic)
 	if id == "" {
@@ -693,14 +694,37 @@ func (n *Node) TransferLeadership(topic, addr string) error {
 	if g == nil {
 		return fmt.Errorf("transferring leadership: this node holds no replica of %s", topic)
 	}
-	if addr != "" && g != n.meta {
-		ctx, cancel := context.WithTimeout(context.Background(), n.cfg.Timeout)
-		defer cancel()
-		if err := n.commitTo(ctx, theGroup, &entry{op: opGroupPrefer, group: g.id, node: addr}); err != nil {
-			return fmt.Errorf("making %s the preferred leader of group %s: %w", addr, g.id, err)
-		}
+	if g == n.meta {
+		return g.transferLeadership(addr)
 	}
-	return g.transferLeadership(addr)
+	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.Timeout)
+	defer cancel()
+	prefer := func(node string) error {
+		if err := n.commitTo(ctx, theGroup, &entry{op: opGroupPrefer, group: g.id, node: node}); err != nil {
+			return fmt.Errorf("making %s the preferred leader of group %s: %w", node, g.id, err)
+		}
+		return nil
+	}
+	if addr != "" {
+		if err := prefer(addr); err != nil {
+			return err
+		}
+		return g.transferLeadership(addr)
+	}
+	// The new leader waits a while before it hands the group back to the
+	// preferred leader: long enough to be made the preferred one itself.
+	if err := g.transferLeadership(""); err != nil {
+		return err
+	}
+	var next string
+	if !pollUntil(ctx, 20*time.Millisecond, func() bool {
+		_, l := g.raft.LeaderWithID()
+		next = string(l)
+		return next != "" && next != n.cfg.Address
+	}) {
+		return fmt.Errorf("transferring leadership of group %s: no new leader known", g.id)
+	}
+	return prefer(next)
 }
 
 // Drain says this node is about to leave: it hands the leadership of

@@ -234,7 +234,9 @@ func (n *Node) tend(ctx context.Context, g *group) {
 	preferred := voters[0]
 	// A leader just elected waits a while first: the meta group's news
 	// (a drain that made it leader) may not have reached this node yet.
-	settled := time.Since(time.Unix(0, g.elected.Load())) >= handoffRetry
+	// Until its queues are loaded, elected may still be an earlier
+	// leadership's.
+	settled := g.fsm.isActive() && time.Since(time.Unix(0, g.elected.Load())) >= handoffRetry
 	if preferred == n.cfg.Address || n.isDraining() || n.meta.fsm.drainingNode(preferred) || !settled || time.Since(g.handoff) < handoffRetry {
 		return
 	}

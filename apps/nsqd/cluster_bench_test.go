@@ -137,15 +137,7 @@ func median(xs []float64) float64 {
 // makes it about 2) and the messages acknowledged per second.
 func BenchmarkClusterSpreadCPU(b *testing.B) {
 	c := startCluster(b, 3)
-	var topics []string
-	for i := range 12 {
-		topic := fmt.Sprint("spread", i)
-		topics = append(topics, topic)
-		c.createTopic(i%3, topic, "c")
-	}
-	waitFor(b, 60*time.Second, func() string { return fmt.Sprintf("leaders per node %v", c.ledCounts(topics)) }, func() bool {
-		return !slices.ContainsFunc(c.ledCounts(topics), func(n int) bool { return n < 2 })
-	})
+	topics := c.createSpread(12, 2)
 	var consumed atomic.Int64
 	for _, topic := range topics {
 		c.consume(topic, "c", nsq.HandlerFunc(func(*nsq.Message) error {

@@ -43,6 +43,25 @@ func (c *testCluster) ledCounts(topics []string) []int {
 	return led
 }
 
+// createSpread creates n replicated topics (spread0, spread1, …, each
+// with channel c) through the nodes in turn and waits until every node
+// leads no fewer than least of them.
+func (c *testCluster) createSpread(n, least int) []string {
+	c.t.Helper()
+	var topics []string
+	for i := range n {
+		topic := fmt.Sprint("spread", i)
+		topics = append(topics, topic)
+		c.createTopic(i%len(c.nodes), topic, "c")
+	}
+	waitFor(c.t, 60*time.Second, func() string {
+		return fmt.Sprintf("leaders per node %v, want at least %d each", c.ledCounts(topics), least)
+	}, func() bool {
+		return !slices.ContainsFunc(c.ledCounts(topics), func(led int) bool { return led < least })
+	})
+	return topics
+}
+
 // waitFor polls cond for up to limit and fails with what otherwise.
 func waitFor(t testing.TB, limit time.Duration, what func() string, cond func() bool) {
 	t.Helper()
@@ -179,22 +198,9 @@ func TestClusterFivePlacements(t *testing.T) {
 // nsqlookupd.
 func TestClusterLeadersComeBack(t *testing.T) {
 	c := startCluster(t, 3)
-	var topics []string
-	for i := range 12 {
-		topic := fmt.Sprint("spread", i)
-		topics = append(topics, topic)
-		c.createTopic(i%3, topic, "c")
-	}
-	spread := func() bool {
-		for _, n := range c.ledCounts(topics) {
-			if n < 2 {
-				return false
-			}
-		}
-		return true
-	}
+	topics := c.createSpread(12, 2)
+	spread := func() bool { return !slices.ContainsFunc(c.ledCounts(topics), func(n int) bool { return n < 2 }) }
 	leaders := func() string { return fmt.Sprintf("leaders per node %v, want at least 2 each", c.ledCounts(topics)) }
-	waitFor(t, 60*time.Second, leaders, spread)
 
 	// One ledger per loaded topic: their publishers number messages alike.
 	ledgers := []*ledger{newLedger(), newLedger()}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -134,9 +135,47 @@ func (b *browser) waitFor(what, js string) {
 		if err == nil {
 			return
 		}
-		navigated := strings.Contains(err.Error(), "navigated or closed") || strings.Contains(err.Error(), "context was destroyed")
-		if !navigated || time.Now().After(deadline) {
+		if !navigatedAway(err) || time.Now().After(deadline) {
 			b.t.Fatalf("waiting for %s: %v\npage: %s", what, err, b.text())
+		}
+	}
+}
+
+// navigatedAway reports whether err says the page a script ran in is gone:
+// Chromium words it differently depending on where in the navigation the
+// script was.
+func navigatedAway(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "navigated or closed") || strings.Contains(msg, "context was destroyed") ||
+		strings.Contains(msg, "Cannot find context with specified id")
+}
+
+// click presses the mouse on the element css selects, as a user would. The
+// answer to a boosted form is swapped in first and htmx scrolls the page to
+// the top only once the swap has settled, so a click aimed before that
+// scroll lands beside its button: click waits for htmx to be idle, checks
+// which element the click reached, and clicks again if it missed. A click
+// that submitted a form natively leaves the page, which counts as a hit.
+func (b *browser) click(what, css string) {
+	b.t.Helper()
+	const tries = 3
+	for try := 1; ; try++ {
+		b.waitFor("the page to settle before "+what, `document.readyState === 'complete' && !document.querySelector('.htmx-request, .htmx-settling, .htmx-swapping')`)
+		b.eval(`window.clickedOn = null; document.addEventListener('click', e => { window.clickedOn = e.target; }, {capture: true, once: true}); 'ok'`)
+		b.do(what, chromedp.Click(chromedp.CSS(css)))
+		got, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](`(() => {
+			const e = window.clickedOn;
+			if (e === undefined) return 'left';
+			if (e === null) return 'nothing';
+			return e.closest(`+strconv.Quote(css)+`) ? 'hit' : e.tagName;
+		})()`))
+		switch {
+		case err != nil && navigatedAway(err), err == nil && (got == "hit" || got == "left"):
+			return
+		case err != nil:
+			b.t.Fatalf("%s: reading where the click landed: %v", what, err)
+		case try == tries:
+			b.t.Fatalf("%s: %d clicks missed %s (the last reached %s)", what, tries, css, got)
 		}
 	}
 }
@@ -237,7 +276,7 @@ func TestBrowser(t *testing.T) {
 	b.waitFor("the live depth to reach 10", `document.querySelector('.depth') && document.querySelector('.depth').dataset.depth === '10'`)
 
 	// Pause, empty and delete the channel with the page's buttons.
-	b.do("clicking Pause channel", chromedp.Click(chromedp.CSS(`button[value="pause"]`)))
+	b.click("clicking Pause channel", `button[value="pause"]`)
 	b.waitFor("the pause to be confirmed", `document.querySelector('.flash') && document.querySelector('.flash').textContent.includes('Paused channel orders/billing')`)
 	if cs := findStats(t, c.nsqdHTP, "orders", "billing"); cs["paused"] != true {
 		t.Errorf("after clicking Pause, nsqd's channel is not paused: %v", cs["paused"])
@@ -247,7 +286,7 @@ func TestBrowser(t *testing.T) {
 
 	acceptConfirm := `window.confirm = q => { window.lastConfirm = q; return true; }; 'ok'`
 	b.eval(acceptConfirm)
-	b.do("clicking Empty channel", chromedp.Click(chromedp.CSS(`button[value="empty"]`)))
+	b.click("clicking Empty channel", `button[value="empty"]`)
 	b.waitFor("the empty to be confirmed", `document.querySelector('.flash') && document.querySelector('.flash').textContent.includes('Emptied channel orders/billing')`)
 	if q := b.eval(`window.lastConfirm || ''`); !strings.Contains(q, "Empty channel billing") {
 		t.Errorf("emptying did not ask for confirmation (asked %q)", q)
@@ -257,7 +296,7 @@ func TestBrowser(t *testing.T) {
 	}
 
 	b.eval(acceptConfirm)
-	b.do("clicking Delete channel", chromedp.Click(chromedp.CSS(`button[value="delete"]`)))
+	b.click("clicking Delete channel", `button[value="delete"]`)
 	b.waitFor("the topic page after deleting the channel", `location.pathname === '/topics/orders' && document.querySelector('.flash') && document.querySelector('.flash').textContent.includes('Deleted channel')`)
 	if cs := findStats(t, c.nsqdHTP, "orders", "billing"); cs != nil {
 		t.Errorf("after clicking Delete, nsqd still has the channel")
@@ -265,13 +304,13 @@ func TestBrowser(t *testing.T) {
 
 	// Pause and delete a topic.
 	b.open("/topics/events")
-	b.do("clicking Pause topic", chromedp.Click(chromedp.CSS(`button[value="pause"]`)))
+	b.click("clicking Pause topic", `button[value="pause"]`)
 	b.waitFor("the topic pause", `document.querySelector('.flash') && document.querySelector('.flash').textContent.includes('Paused topic events')`)
 	if ts := findStats(t, c.nsqdHTP, "events", ""); ts["paused"] != true {
 		t.Errorf("after clicking Pause topic, nsqd's topic is not paused")
 	}
 	b.eval(acceptConfirm)
-	b.do("clicking Delete topic", chromedp.Click(chromedp.CSS(`button[value="delete"]`)))
+	b.click("clicking Delete topic", `button[value="delete"]`)
 	b.waitFor("the topics page after deleting the topic", `location.pathname === '/' && document.querySelector('.flash') && document.querySelector('.flash').textContent.includes('Deleted topic events')`)
 	if ts := findStats(t, c.nsqdHTP, "events", ""); ts != nil {
 		t.Errorf("after clicking Delete topic, nsqd still has the topic")

@@ -206,7 +206,7 @@ func TestStoppedNSQDIsABadgeWithinTheDeadline(t *testing.T) {
 		}
 		for _, p := range []string{"/api/topics/orders", "/api/topics/orders/billing", "/api/nodes", "/api/nodes/" + stopped.HTTPAddr, "/api/counter"} {
 			if msg := apiMessage(t, p, bodies[p]); !warnsOf(msg, stopped.HTTPAddr) {
-				t.Errorf("%s %s does not warn of %s: %q", who, p, stopped.HTTPAddr, msg)
+				t.Errorf("%s %s does not warn of %s: %q; answer: %.600s", who, p, stopped.HTTPAddr, msg, bodies[p])
 			}
 		}
 		topic := decodeQueue(t, "/api/topics/orders", bodies["/api/topics/orders"])

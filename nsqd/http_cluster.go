@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/julienschmidt/httprouter"
 
@@ -260,6 +261,57 @@ func (s *httpServer) replicatedPolicyView(r *http.Request, forChannel bool) (any
 func (s *httpServer) handleCluster(r *httprouter.Router) {
 	r.Handle("POST", replication.ClaimAnswerPath, httpapi.V1(s.claimAnswer))
 	r.Handle("POST", replication.CommitPath, httpapi.V1(s.commitForwarded))
+	r.Handle("POST", "/cluster/rebalance", httpapi.V1(s.rebalance))
+	r.Handle("POST", "/cluster/remove", httpapi.V1(s.removeNode))
+}
+
+// rebalance is POST /cluster/rebalance: replicas move from the members
+// holding the most topics to those holding the fewest (a node that just
+// joined holds none), one Raft membership change per group, and the
+// preferred leaders spread likewise; the answer lists the moves.
+func (s *httpServer) rebalance(_ http.ResponseWriter, r *http.Request, _ httprouter.Params) (any, error) {
+	return s.moves(r, func(ctx context.Context, rep *replication.Node) ([]replication.Move, error) {
+		return rep.Rebalance(ctx)
+	})
+}
+
+// removeNode is POST /cluster/remove?node=<cluster address>: every
+// replica on the node moves to the others, then it leaves the cluster.
+func (s *httpServer) removeNode(_ http.ResponseWriter, r *http.Request, _ httprouter.Params) (any, error) {
+	node := r.URL.Query().Get("node")
+	if node == "" {
+		return nil, apiErr(http.StatusBadRequest, "MISSING_ARG_NODE")
+	}
+	return s.moves(r, func(ctx context.Context, rep *replication.Node) ([]replication.Move, error) {
+		return rep.Remove(ctx, node)
+	})
+}
+
+// moveTimeout bounds a rebalance or a removal, within the HTTP server's
+// write timeout so that the answer gets out: each move waits for its new
+// replica to copy the group's state, and one cut short is finished by the
+// next call (every step of a move can be repeated).
+const moveTimeout = httpapi.WriteTimeout - 10*time.Second
+
+func (s *httpServer) moves(r *http.Request, do func(context.Context, *replication.Node) ([]replication.Move, error)) (any, error) {
+	if s.n.repl == nil {
+		return nil, apiErr(http.StatusNotFound, "CLUSTER_NOT_CONFIGURED")
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), moveTimeout)
+	defer cancel()
+	moves, err := do(ctx, s.n.repl)
+	switch {
+	case errors.Is(err, replication.ErrNotMember):
+		return nil, apiErr(http.StatusBadRequest, "NODE_NOT_MEMBER")
+	case err != nil:
+		return nil, apiErr(http.StatusInternalServerError, "MOVE_FAILED: "+err.Error())
+	}
+	if moves == nil {
+		moves = []replication.Move{}
+	}
+	return struct {
+		Moves []replication.Move `json:"moves"`
+	}{moves}, nil
 }
 
 // commitForwarded commits in a group this node leads an entry another

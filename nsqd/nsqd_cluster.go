@@ -51,6 +51,7 @@ func (n *NSQD) startReplication() error {
 		TLS:         clusterTLS,
 		Address:     n.opts.ClusterAddress,
 		Peers:       n.opts.ClusterPeers,
+		Join:        n.opts.ClusterJoin,
 		DataDir:     filepath.Join(n.opts.DataPath, "cluster"),
 		Self:        self,
 		Host:        clusterHost{n},
@@ -446,10 +447,15 @@ func (n *NSQD) remoteReplicatedStats(local []*Topic, topic, channel string) []To
 // this node is one of its peers.
 func validateCluster(o *Options) error {
 	if o.ClusterAddress == "" {
-		if len(o.ClusterPeers) > 0 {
-			return errors.New("--cluster-peers needs --cluster-address")
+		if len(o.ClusterPeers) > 0 || o.ClusterJoin != "" {
+			return errors.New("--cluster-peers and --cluster-join need --cluster-address")
 		}
 		return nil
+	}
+	if o.ClusterJoin != "" {
+		if _, _, err := net.SplitHostPort(o.ClusterJoin); err != nil {
+			return fmt.Errorf("--cluster-join %q: %w", o.ClusterJoin, err)
+		}
 	}
 	if _, _, err := net.SplitHostPort(o.ClusterAddress); err != nil {
 		return fmt.Errorf("--cluster-address %q: %w", o.ClusterAddress, err)

@@ -54,6 +54,10 @@ type Options struct {
 	// empty: no replication. ClusterPeers lists every voter's address.
 	ClusterAddress string   `flag:"cluster-address"`
 	ClusterPeers   []string `flag:"cluster-peers"`
+	// ClusterJoin is a member's cluster address: a node with no cluster
+	// state asks it to be added to the running cluster instead of
+	// bootstrapping one with ClusterPeers.
+	ClusterJoin string `flag:"cluster-join"`
 	// ClusterTLS makes the links between nodes mutual TLS with the
 	// daemon's certificate (which must allow client auth too) and CA, and
 	// sends forwarded calls to the leader's HTTPS listener.

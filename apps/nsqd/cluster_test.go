@@ -26,6 +26,7 @@ import (
 // ports and data dir.
 type clusterNode struct {
 	cluster, tcp, http, data string
+	join                     string // --cluster-join, for a node added later
 	cmd                      *exec.Cmd
 	exited                   <-chan error
 }
@@ -114,6 +115,9 @@ func (c *testCluster) start(i int) {
 		"--broadcast-address=" + host, "--lookupd-tcp-address=" + c.lookupdTCP,
 		"--cluster-address=" + nd.cluster, "--cluster-peers=" + c.peers, "--log-level=warn",
 	}, c.flags...)
+	if nd.join != "" {
+		args = append(args, "--cluster-join="+nd.join)
+	}
 	if c.lab != nil {
 		nd.cmd = c.lab.command(i, c.bin, args...)
 	} else {
@@ -367,7 +371,7 @@ func (c *testCluster) publish(topic string, l *ledger) (stop func()) {
 					}
 					p.SetLogger(quietLogger, nsq.LogLevelError)
 				}
-				body := fmt.Sprintf("p%d-%d", i, seq)
+				body := fmt.Sprintf("%s-p%d-%d", topic, i, seq) // unique across topics sharing a ledger
 				if err := p.Publish(topic, []byte(body)); err != nil {
 					p.Stop()
 					p = nil

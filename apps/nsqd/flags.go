@@ -221,6 +221,7 @@ func newFlagSet(opts *nsqd.Options) *flag.FlagSet {
 	fs.String("cluster-address", opts.ClusterAddress, "<addr>:<port> of this node's replication listener, and its identity in the cluster (empty: no replication)")
 	clusterPeers := listArray{}
 	fs.Var(&clusterPeers, "cluster-peers", "comma-separated cluster addresses of every voting node, this one included, the same list on every node")
+	fs.String("cluster-join", opts.ClusterJoin, "cluster address of any member of a running cluster: a node with no cluster state of its own asks it to be added as a voter (the others need no restart) instead of bootstrapping a cluster with --cluster-peers")
 	fs.Bool("cluster-tls", opts.ClusterTLS, "mutual TLS between cluster nodes with --tls-cert/--tls-key (which must allow client auth too), peers checked against --tls-root-ca-file; forwarded calls go to the leader's --https-address")
 	fs.Duration("shutdown-grace", opts.ShutdownGrace, "on a clean shutdown, how long consumers may finish the messages they hold (deliveries stop; FIN and REQ are taken) before they are closed; 0 closes them at once, as NSQ does, and what they held is delivered again after the restart")
 	fs.String("sigterm", opts.SigtermMode, "what SIGTERM does: clean-shutdown (stop now, keeping queued messages on disk) or drain (refuse new messages, deliver what remains, exit when empty)")

@@ -164,7 +164,7 @@ func (n *Node) createClaimed(ctx context.Context, topic string, replicas int) er
 	}
 	// Half the call's time for the answers leaves the other half for the
 	// decision, within the timeout of a follower that forwarded the call.
-	holders, silent := n.claims.wait(ctx, w, claim, n.cfg.Peers, time.Now().Add(n.cfg.Timeout/2))
+	holders, silent := n.claims.wait(ctx, w, claim, n.members(), time.Now().Add(n.cfg.Timeout/2))
 	if len(holders) > 0 || len(silent) > 0 {
 		n.release(topic, claim)
 	}
@@ -174,7 +174,7 @@ func (n *Node) createClaimed(ctx context.Context, topic string, replicas int) er
 	case len(silent) > 0:
 		return fmt.Errorf("%w: %s did not say whether it has an ordinary topic %s", ErrNotCommitted, strings.Join(silent, ", "), topic)
 	}
-	place := n.meta.fsm.choosePlacement(n.cfg.Peers, replicas)
+	place := n.meta.fsm.choosePlacement(n.placementPeers(), replicas)
 	place.op, place.topic, place.replicas, place.claim = opPlace, topic, replicas, claim
 	if err := n.meta.commit(place.encode()); err != nil {
 		// If the create commits after all, it goes first and the release
@@ -291,7 +291,7 @@ func (n *Node) ClaimAnswered(q url.Values) error {
 	}
 	index, err := strconv.ParseUint(q.Get("index"), 10, 64)
 	ordinary, berr := strconv.ParseBool(q.Get("ordinary"))
-	if err != nil || berr != nil || !slices.Contains(n.cfg.Peers, q.Get("node")) {
+	if err != nil || berr != nil || !slices.Contains(n.members(), q.Get("node")) {
 		return errBadAnswer
 	}
 	n.claims.record(claimAnswer{topic: q.Get("topic"), index: index, node: q.Get("node"), ordinary: ordinary})

@@ -42,6 +42,9 @@ const (
 	// is, so that no group leader hands it the leadership and no new
 	// topic is placed on it.
 	opDrain
+	// opGroupVoters records a data group's voters (the preferred leader
+	// first) as a replica move changes them.
+	opGroupVoters
 )
 
 // ack names one message of a channel in a FIN, REQ or TOUCH batch; due is
@@ -85,8 +88,10 @@ type entry struct {
 // attempts, version 3 a create's claim; older entries are still read.
 // Version 4 added opPlace, opGroupLeader, opGroupPrefer and opDrain, whose
 // entries are written as version 4; the others are still written as version 3, so that a node of
-// the previous release reads every log that uses no placement.
-const entryVersion = 4
+// the previous release reads every log that uses no placement. Version 5
+// added opGroupVoters, written as version 5, so that a node that cannot
+// move replicas refuses a log that did.
+const entryVersion = 5
 
 func (e *entry) encode() []byte {
 	size := 32 + len(e.topic) + len(e.channel)
@@ -96,8 +101,11 @@ func (e *entry) encode() []byte {
 	size += len(e.acks) * 2 * binary.MaxVarintLen64
 	b := make([]byte, 0, size)
 	version := byte(3)
-	if e.op >= opPlace {
-		version = entryVersion
+	switch {
+	case e.op >= opGroupVoters:
+		version = 5
+	case e.op >= opPlace:
+		version = 4
 	}
 	b = append(b, version, byte(e.op))
 	b = appendString(b, e.topic)
@@ -136,10 +144,7 @@ func (e *entry) encode() []byte {
 		b = binary.AppendUvarint(b, uint64(e.replicas))
 		b = binary.AppendUvarint(b, e.claim)
 		b = appendString(b, e.group)
-		b = binary.AppendUvarint(b, uint64(len(e.voters)))
-		for _, v := range e.voters {
-			b = appendString(b, v)
-		}
+		b = appendStrings(b, e.voters)
 	case opGroupPrefer:
 		b = appendString(b, e.group)
 		b = appendString(b, e.node)
@@ -152,6 +157,9 @@ func (e *entry) encode() []byte {
 	case opDrain:
 		b = appendString(b, e.node)
 		b = append(b, boolByte(e.paused))
+	case opGroupVoters:
+		b = appendString(b, e.group)
+		b = appendStrings(b, e.voters)
 	}
 	return b
 }
@@ -236,6 +244,7 @@ func (d *decoder) byte() byte {
 // must therefore not reuse.
 func decodeEntry(data []byte) (*entry, error) {
 	d := &decoder{b: data}
+	var err error
 	version := d.byte()
 	if d.err == nil && (version < 1 || version > entryVersion) {
 		return nil, fmt.Errorf("entry version %d not known", version)
@@ -290,13 +299,8 @@ func decodeEntry(data []byte) (*entry, error) {
 		e.replicas = int(d.uvarint())
 		e.claim = d.uvarint()
 		e.group = string(d.bytes())
-		n := d.uvarint()
-		if n > uint64(len(d.b)) {
-			return nil, fmt.Errorf("placement of %d voters", n)
-		}
-		e.voters = make([]string, n)
-		for i := range e.voters {
-			e.voters[i] = string(d.bytes())
+		if e.voters, err = d.strings(); err != nil {
+			return nil, err
 		}
 	case opGroupPrefer:
 		e.group = string(d.bytes())
@@ -310,6 +314,11 @@ func decodeEntry(data []byte) (*entry, error) {
 	case opDrain:
 		e.node = string(d.bytes())
 		e.paused = d.byte() == 1
+	case opGroupVoters:
+		e.group = string(d.bytes())
+		if e.voters, err = d.strings(); err != nil {
+			return nil, err
+		}
 	default:
 		return nil, fmt.Errorf("entry op %d not known", e.op)
 	}
@@ -317,4 +326,26 @@ func decodeEntry(data []byte) (*entry, error) {
 		return nil, fmt.Errorf("op %d: %w", e.op, d.err)
 	}
 	return e, nil
+}
+
+// appendStrings appends a count and then each string.
+func appendStrings(b []byte, ss []string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(ss)))
+	for _, s := range ss {
+		b = appendString(b, s)
+	}
+	return b
+}
+
+// strings reads what appendStrings wrote.
+func (d *decoder) strings() ([]string, error) {
+	n := d.uvarint()
+	if n > uint64(len(d.b)) {
+		return nil, fmt.Errorf("a list of %d names", n)
+	}
+	out := make([]string, n)
+	for i := range out {
+		out[i] = string(d.bytes())
+	}
+	return out, nil
 }

@@ -233,7 +233,7 @@ func (f *fsm) Apply(l *raft.Log) any {
 	f.applyMu.Unlock()
 	f.removeSpills(unused)
 	switch e.op {
-	case opPlace, opDeleteTopic, opGroupLeader, opGroupPrefer, opDrain:
+	case opPlace, opDeleteTopic, opGroupLeader, opGroupPrefer, opDrain, opGroupVoters:
 		if f.onChange != nil {
 			f.onChange()
 		}

@@ -48,8 +48,10 @@ type group struct {
 
 // startGroup opens the group's log in dir and runs its Raft instance on
 // the group's share of the cluster listener, bootstrapping it with voters
-// on first start.
-func (n *Node) startGroup(id, dir string, voters []string) (*group, error) {
+// on first start if bootstrap is set. A node that joins a running group
+// (or cluster) does not bootstrap: its first entries come from the
+// group's leader once it has added the node.
+func (n *Node) startGroup(id, dir string, voters []string, bootstrap bool) (*group, error) {
 	cfg := n.cfg
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("replication data dir: %w", err)
@@ -128,7 +130,7 @@ func (n *Node) startGroup(id, dir string, voters []string) (*group, error) {
 		store.Close()
 		return nil, fmt.Errorf("starting raft: %w", err)
 	}
-	if !existing {
+	if !existing && bootstrap {
 		servers := make([]raft.Server, len(voters))
 		for i, p := range voters {
 			servers[i] = raft.Server{ID: raft.ServerID(p), Address: raft.ServerAddress(p)}

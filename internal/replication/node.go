@@ -26,6 +26,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -39,8 +40,14 @@ type Config struct {
 	// Address is this node's replication listener and its identity.
 	Address string
 	// Peers is every voter's Address, this node's included, the same list
-	// on every node.
+	// on every node: the members a new cluster starts with. Joins and
+	// removals change the membership afterwards; the meta group's
+	// configuration records it.
 	Peers []string
+	// Join, when set, is a member's Address: a node with no state of its
+	// own asks it to be added to the cluster instead of bootstrapping a
+	// new one.
+	Join string
 	// DataDir holds the Raft log and snapshots.
 	DataDir string
 	// Self is where this node's daemon is reached; followers forward
@@ -113,8 +120,14 @@ type Node struct {
 	// the leadership over whenever it has it.
 	draining  chan struct{}
 	drainOnce sync.Once
-	cancel    context.CancelFunc
-	wg        sync.WaitGroup
+	ctl       *control
+	// rebalancing is held by the rebalance or removal this node, as the
+	// meta group's leader, is carrying out; leaving is the node a removal
+	// is moving replicas off, which new topics are not placed on.
+	rebalancing chan struct{}
+	leaving     atomic.Pointer[string]
+	cancel      context.CancelFunc
+	wg          sync.WaitGroup
 }
 
 // Start opens the log, joins the cluster (bootstrapping it on first start)
@@ -138,21 +151,33 @@ func Start(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n := &Node{cfg: cfg, groups: make(map[string]*group), draining: make(chan struct{}), kick: make(chan struct{}, 1),
-		claims: newClaimAnswers(), answers: make(chan claimAnswer, answerQueue), creating: make(chan struct{}, 1)}
+		claims: newClaimAnswers(), answers: make(chan claimAnswer, answerQueue), creating: make(chan struct{}, 1),
+		rebalancing: make(chan struct{}, 1)}
 	n.mux = clustermux.New(ln, addr, dial, theGroup, cfg.Log)
+	if err := n.startControl(); err != nil {
+		n.mux.Close()
+		return nil, err
+	}
 	// The meta group keeps the directory a single-group node used, so a
 	// data dir from before data groups is its log.
-	if n.meta, err = n.startGroup(theGroup, cfg.DataDir, cfg.Peers); err != nil {
+	if n.meta, err = n.startGroup(theGroup, cfg.DataDir, cfg.Peers, cfg.Join == ""); err != nil {
+		n.ctl.close()
 		n.mux.Close()
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	n.cancel = cancel
 	n.http = newForwarder(cfg.Timeout, cfg.TLS)
-	n.wg.Add(3)
+	n.wg.Add(4)
 	go func() {
 		defer n.wg.Done()
 		n.sendAnswers(ctx)
+	}()
+	go func() {
+		defer n.wg.Done()
+		if cfg.Join != "" {
+			n.join(ctx)
+		}
 	}()
 	go func() {
 		defer n.wg.Done()
@@ -175,7 +200,9 @@ func (n *Node) Close() error {
 	for _, g := range n.dataGroups() {
 		errs = append(errs, g.close())
 	}
-	errs = append(errs, n.meta.close(), n.mux.Close())
+	errs = append(errs, n.meta.close())
+	n.ctl.close()
+	errs = append(errs, n.mux.Close())
 	return errors.Join(errs...)
 }
 
@@ -370,8 +397,8 @@ func (n *Node) Publish(ctx context.Context, topic string, bodies [][]byte, defer
 // name, and with ErrNotCommitted when a voter cannot say whether it has
 // one.
 func (n *Node) CreateTopic(ctx context.Context, topic string, replicas int) error {
-	if replicas > len(n.cfg.Peers) {
-		return fmt.Errorf("replicas=%d but the cluster has %d voters", replicas, len(n.cfg.Peers))
+	if members := n.members(); replicas > len(members) {
+		return fmt.Errorf("replicas=%d but the cluster has %d voters", replicas, len(members))
 	}
 	create := func(ctx context.Context, l NodeInfo) error {
 		return n.http.call(ctx, l, "/topic/create", "topic", topic, "replicas", fmt.Sprint(replicas))
@@ -629,7 +656,7 @@ func (n *Node) CommitForwarded(ctx context.Context, group string, body []byte) e
 		g = n.dataGroup(group)
 	}
 	switch {
-	case !slices.Contains([]op{opGroupLeader, opGroupPrefer, opDrain, opDeleteTopic}, e.op):
+	case !slices.Contains([]op{opGroupLeader, opGroupPrefer, opDrain, opDeleteTopic, opGroupVoters}, e.op):
 		return errBadCommit
 	case g == nil || !g.isLeader():
 		return ErrNotLeader

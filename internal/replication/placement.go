@@ -153,6 +153,7 @@ func (n *Node) keep(ctx context.Context) {
 	t := time.NewTicker(keepInterval)
 	defer t.Stop()
 	for {
+		n.stopLeftGroups()
 		n.startGroups()
 		n.recordDraining(ctx)
 		for _, g := range n.dataGroups() {
@@ -199,7 +200,10 @@ func (n *Node) startGroups() {
 			n.gmu.Unlock()
 			continue
 		}
-		g, err := n.startGroup(id, filepath.Join(n.cfg.DataDir, "groups", id), voters)
+		// A group that has had a leader is running: this node joins it
+		// (a move added it), and only its founders bootstrap it.
+		_, running := n.meta.fsm.leaderNode(id)
+		g, err := n.startGroup(id, filepath.Join(n.cfg.DataDir, "groups", id), voters, !running)
 		if err == nil {
 			n.groups[id] = g
 		}
@@ -253,4 +257,18 @@ func (f *fsm) leaderNode(group string) (string, bool) {
 	defer f.mu.Unlock()
 	l, ok := f.st.leaders[group]
 	return l.node, ok
+}
+
+// topicsByGroup is the topics placed in each data group, sorted.
+func (f *fsm) topicsByGroup() map[string][]string {
+	out := map[string][]string{}
+	for name, p := range *f.replicated.Load() {
+		if p.group != "" && p.replicas > 0 {
+			out[p.group] = append(out[p.group], name)
+		}
+	}
+	for _, names := range out {
+		slices.Sort(names)
+	}
+	return out
 }

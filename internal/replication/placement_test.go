@@ -132,6 +132,18 @@ func TestPlacementGroupOps(t *testing.T) {
 		t.Fatalf("preferring a non-member changed the voters to %v", f.st.groups[group])
 	}
 
+	// A move records the group's new voters; a group that does not exist
+	// is not made by one.
+	moved := []string{voters[2], "new:1", voters[1]}
+	f.commit(t, &entry{op: opGroupVoters, group: group, voters: moved})
+	if !slices.Equal(f.st.groups[group], moved) {
+		t.Fatalf("voters after a move: %v, want %v", f.st.groups[group], moved)
+	}
+	f.commit(t, &entry{op: opGroupVoters, group: "999", voters: moved})
+	if _, ok := f.st.groups["999"]; ok {
+		t.Fatal("a move made a group")
+	}
+
 	// The placement, the groups, their leaders and the draining nodes
 	// survive a snapshot.
 	f.commit(t, &entry{op: opDrain, node: voters[0], paused: true})

@@ -217,6 +217,10 @@ func (s *state) apply(index uint64, e *entry) {
 			}
 			s.groups[e.group] = prefer
 		}
+	case opGroupVoters:
+		if s.groups[e.group] != nil && len(e.voters) > 0 {
+			s.groups[e.group] = slices.Clone(e.voters)
+		}
 	case opDrain:
 		if e.paused {
 			s.draining[e.node] = true

@@ -35,6 +35,7 @@ func TestEntryRoundTrip(t *testing.T) {
 		{op: opGroupLeader, group: "12", term: 9, node: "a:1", tcp: "a:2", api: "a:3"},
 		{op: opGroupPrefer, group: "12", node: "b:2"},
 		{op: opDrain, node: "a:1", paused: true},
+		{op: opGroupVoters, group: "12", voters: []string{"d:4", "b:2", "c:3"}},
 	}
 	for _, e := range entries {
 		b := e.encode()

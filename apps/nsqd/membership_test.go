@@ -1,0 +1,198 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nsqgo/nsq/internal/clusterdoc"
+	"github.com/nsqgo/nsq/internal/testutil"
+)
+
+// addNode starts a new node with the new peer list (the old nodes keep
+// theirs and are not restarted) and --cluster-join through node via, and
+// returns its index.
+func (c *testCluster) addNode(via int) int {
+	c.t.Helper()
+	addrs := testutil.FreeAddrs(c.t, 3)
+	i := len(c.nodes)
+	nd := &clusterNode{cluster: addrs[0], tcp: addrs[1], http: addrs[2],
+		data: filepath.Join(c.t.TempDir(), fmt.Sprint("node", i)), join: c.nodes[via].cluster}
+	c.nodes = append(c.nodes, nd)
+	c.peers += "," + nd.cluster
+	c.start(i)
+	waitHTTP(c.t, "http://"+nd.http+"/ping", nd.exited)
+	return i
+}
+
+// clusterView is the GET /cluster of the node at httpAddr, or false when
+// it does not answer.
+func clusterView(httpAddr string) (clusterdoc.Cluster, bool) {
+	var v clusterdoc.Cluster
+	resp, err := crashHTTP.Get("http://" + httpAddr + "/cluster")
+	if err != nil {
+		return v, false
+	}
+	defer resp.Body.Close()
+	return v, resp.StatusCode == http.StatusOK && json.NewDecoder(resp.Body).Decode(&v) == nil
+}
+
+// memberAddrs is the cluster addresses of the members node i lists.
+func (c *testCluster) memberAddrs(i int) []string {
+	v, _ := clusterView(c.nodes[i].http)
+	var out []string
+	for _, m := range v.Members {
+		out = append(out, m.Address)
+	}
+	return out
+}
+
+// moveCall posts a rebalance or a removal to node i and returns the moves
+// it made.
+func (c *testCluster) moveCall(i int, pathQuery string) []map[string]any {
+	c.t.Helper()
+	client := &http.Client{Timeout: 90 * time.Second}
+	resp, err := client.Post("http://"+c.nodes[i].http+pathQuery, "", nil)
+	if err != nil {
+		c.t.Fatalf("POST %s: %v", pathQuery, err)
+	}
+	defer resp.Body.Close()
+	var answer struct {
+		Moves []map[string]any `json:"moves"`
+	}
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&answer) != nil {
+		c.t.Fatalf("POST %s: %d", pathQuery, resp.StatusCode)
+	}
+	return answer.Moves
+}
+
+// TestClusterGrowsAndShrinks: three nodes, three topics of three replicas
+// under load (producers on every node, consumers through nsqlookupd). A
+// fourth node started with the new peer list and --cluster-join becomes
+// a member without a restart of the others, a new topic is placed on it,
+// and POST /cluster/rebalance moves replicas onto it; then POST
+// /cluster/remove moves everything off the first node and takes it out.
+// Every acknowledged message is consumed, and every topic has three
+// replicas in the cluster's record throughout.
+func TestClusterGrowsAndShrinks(t *testing.T) {
+	c := startCluster(t, 3)
+	topics := []string{"grow0", "grow1", "grow2"}
+	for i, topic := range topics {
+		c.createTopic(i, topic, "c")
+	}
+	l := newLedger()
+	for _, topic := range topics {
+		c.consume(topic, "c", l)
+	}
+	var stops []func()
+	for _, topic := range topics {
+		stops = append(stops, c.publish(topic, l))
+	}
+	stopped := false
+	stopAll := func() {
+		if !stopped {
+			for _, stop := range stops {
+				stop()
+			}
+			stopped = true
+		}
+	}
+	defer stopAll()
+	l.waitAcked(t, 300)
+
+	// Node 1 stays a member throughout: its record of each topic's
+	// replicas never has fewer than three.
+	var mu sync.Mutex
+	var short []string
+	done := make(chan struct{})
+	var sampler sync.WaitGroup
+	watched := c.nodes[1].http
+	sampler.Go(func() {
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+			v, ok := clusterView(watched)
+			if !ok {
+				continue
+			}
+			for _, tp := range v.Topics {
+				if len(tp.ReplicaSet) < 3 {
+					mu.Lock()
+					short = append(short, fmt.Sprintf("%s on %v", tp.Topic, tp.ReplicaSet))
+					mu.Unlock()
+				}
+			}
+		}
+	})
+	defer func() {
+		close(done)
+		sampler.Wait()
+	}()
+
+	joined := c.addNode(0)
+	waitFor(t, 30*time.Second, func() string { return fmt.Sprintf("node 1 lists members %v", c.memberAddrs(1)) },
+		func() bool { return slices.Contains(c.memberAddrs(1), c.nodes[joined].cluster) })
+	// The new node holds nothing, so the next topic goes on it.
+	c.createTopic(2, "grow3", "c")
+	if held, _ := c.holders("grow3"); !slices.Contains(held, joined) {
+		t.Fatalf("a topic created after the join is on nodes %v, not the new node %d", held, joined)
+	}
+	topics = append(topics, "grow3")
+	c.consume("grow3", "c", l)
+	stops = append(stops, c.publish("grow3", l))
+	l.waitAcked(t, 300)
+
+	moves := c.moveCall(2, "/cluster/rebalance")
+	t.Logf("rebalance moved %v", moves)
+	if len(moves) == 0 {
+		t.Fatal("the rebalance moved nothing onto the new node")
+	}
+	heldBy := func(node int) []string {
+		var out []string
+		for _, topic := range topics {
+			if held, _ := c.holders(topic); slices.Contains(held, node) {
+				out = append(out, topic)
+			}
+		}
+		return out
+	}
+	waitFor(t, 30*time.Second, func() string { return fmt.Sprintf("the new node holds %v", heldBy(joined)) },
+		func() bool { return len(heldBy(joined)) >= 2 })
+	l.waitAcked(t, 300)
+
+	moves = c.moveCall(1, "/cluster/remove?node="+c.nodes[0].cluster)
+	t.Logf("removal moved %v", moves)
+	waitFor(t, 30*time.Second, func() string {
+		return fmt.Sprintf("node 0 holds %v; node 1 lists members %v", heldBy(0), c.memberAddrs(1))
+	}, func() bool {
+		return len(heldBy(0)) == 0 && !slices.Contains(c.memberAddrs(1), c.nodes[0].cluster)
+	})
+	for _, topic := range topics {
+		waitFor(t, 30*time.Second, func() string {
+			h, l := c.holders(topic)
+			return fmt.Sprintf("%s held by %v, led by %d", topic, h, l)
+		}, func() bool {
+			h, l := c.holders(topic)
+			return len(h) == 3 && l > 0
+		})
+	}
+	l.waitAcked(t, 300)
+	stopAll()
+	l.waitConsumed(t)
+	acked, missing, dups := l.counts()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(short) > 0 {
+		t.Fatalf("the cluster recorded topics with fewer than three replicas: %s", strings.Join(short[:min(len(short), 5)], "; "))
+	}
+	t.Logf("%d acknowledged, %d missing, %d duplicates", acked, missing, dups)
+}

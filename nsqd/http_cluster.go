@@ -3,7 +3,6 @@ package nsqd
 import (
 	"context"
 	"errors"
-	"io"
 	"net/http"
 	"strconv"
 	"time"
@@ -260,7 +259,6 @@ func (s *httpServer) replicatedPolicyView(r *http.Request, forChannel bool) (any
 // handleCluster adds the routes only the replication layer uses.
 func (s *httpServer) handleCluster(r *httprouter.Router) {
 	r.Handle("POST", replication.ClaimAnswerPath, httpapi.V1(s.claimAnswer))
-	r.Handle("POST", replication.CommitPath, httpapi.V1(s.commitForwarded))
 	r.Handle("POST", "/cluster/rebalance", httpapi.V1(s.rebalance))
 	r.Handle("POST", "/cluster/remove", httpapi.V1(s.removeNode))
 }
@@ -313,31 +311,6 @@ func (s *httpServer) moves(r *http.Request, do func(context.Context, *replicatio
 		Moves []replication.Move `json:"moves"`
 	}{moves}, nil
 }
-
-// commitForwarded commits in a group this node leads an entry another
-// node of the cluster posted (replication.CommitPath).
-func (s *httpServer) commitForwarded(_ http.ResponseWriter, r *http.Request, _ httprouter.Params) (any, error) {
-	if s.n.repl == nil {
-		return nil, apiErr(http.StatusBadRequest, "REPLICATION_DISABLED")
-	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxForwardedEntry+1))
-	if err != nil || len(body) > maxForwardedEntry {
-		return nil, apiErr(http.StatusBadRequest, "INVALID_ENTRY")
-	}
-	switch err := s.n.repl.CommitForwarded(r.Context(), r.URL.Query().Get("group"), body); {
-	case errors.Is(err, replication.ErrNotLeader):
-		return nil, apiErr(http.StatusServiceUnavailable, replication.NotLeaderCode)
-	case replication.IsBadCommit(err):
-		return nil, apiErr(http.StatusBadRequest, "INVALID_ENTRY")
-	case err != nil:
-		return nil, replicationErr(err)
-	}
-	return nil, nil
-}
-
-// maxForwardedEntry bounds the body of a post to replication.CommitPath:
-// the entries nodes send that way are a few names and addresses.
-const maxForwardedEntry = 64 << 10
 
 // claimAnswer takes another node's answer to a create's claim of a name
 // (replication.ClaimAnswerPath) on the leader.

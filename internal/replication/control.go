@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -59,6 +60,7 @@ func (n *Node) startControl() error {
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /join", n.handleJoin)
+	mux.HandleFunc("POST /commit", n.handleCommit)
 	mux.HandleFunc("POST /group/voters", n.handleGroupVoters)
 	mux.HandleFunc("GET /group/caught-up", n.handleCaughtUp)
 	mux.HandleFunc("POST /rebalance", n.handleRebalance)
@@ -97,7 +99,12 @@ func (c *control) close() {
 // call makes a control call to the member at addr (its cluster address)
 // and returns the answer's body.
 func (c *control) call(ctx context.Context, method, addr, path string, q url.Values) ([]byte, error) {
-	req, err := http.NewRequestWithContext(ctx, method, "http://"+addr+path+"?"+q.Encode(), nil)
+	return c.send(ctx, method, addr, path, q, nil)
+}
+
+// send is call with a request body.
+func (c *control) send(ctx context.Context, method, addr, path string, q url.Values, body []byte) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, method, "http://"+addr+path+"?"+q.Encode(), bytes.NewReader(body))
 	if err != nil {
 		return nil, err
 	}
@@ -106,15 +113,15 @@ func (c *control) call(ctx context.Context, method, addr, path string, q url.Val
 		return nil, fmt.Errorf("control call %s to %s: %w", path, addr, err)
 	}
 	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
-	body = bytes.TrimSpace(body)
+	answer, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
+	answer = bytes.TrimSpace(answer)
 	switch {
 	case resp.StatusCode == http.StatusOK:
-		return body, nil
-	case resp.StatusCode == http.StatusServiceUnavailable && bytes.HasPrefix(body, []byte(controlNotLeader)):
-		return nil, &errControlNotLeader{leader: strings.TrimSpace(strings.TrimPrefix(string(body), controlNotLeader))}
+		return answer, nil
+	case resp.StatusCode == http.StatusServiceUnavailable && bytes.HasPrefix(answer, []byte(controlNotLeader)):
+		return nil, &errControlNotLeader{leader: strings.TrimSpace(strings.TrimPrefix(string(answer), controlNotLeader))}
 	}
-	return nil, fmt.Errorf("control call %s to %s: %d %s", path, addr, resp.StatusCode, body)
+	return nil, fmt.Errorf("control call %s to %s: %d %s", path, addr, resp.StatusCode, answer)
 }
 
 // callLeader makes a control call to a group's leader: to the first of
@@ -152,6 +159,44 @@ func notLeader(w http.ResponseWriter, g *group) {
 		leader = string(addr)
 	}
 	http.Error(w, strings.TrimSpace(controlNotLeader+" "+leader), http.StatusServiceUnavailable)
+}
+
+// maxCommitBody bounds the entry a /commit carries: the entries nodes send
+// that way are a few names and addresses.
+const maxCommitBody = 64 << 10
+
+// handleCommit commits in group ?group=, which this node leads, an entry
+// another member sent (commitTo): what a node outside the group, or not
+// leading it, has to say there.
+func (n *Node) handleCommit(w http.ResponseWriter, req *http.Request) {
+	id := req.URL.Query().Get("group")
+	body, err := io.ReadAll(io.LimitReader(req.Body, maxCommitBody+1))
+	if err != nil || len(body) > maxCommitBody {
+		http.Error(w, "entry too large", http.StatusBadRequest)
+		return
+	}
+	e, err := decodeEntry(body)
+	if err != nil || !slices.Contains([]op{opGroupLeader, opGroupPrefer, opDrain, opDeleteTopic, opGroupVoters}, e.op) {
+		http.Error(w, "not an entry another node may commit", http.StatusBadRequest)
+		return
+	}
+	g := n.meta
+	if id != theGroup {
+		g = n.dataGroup(id)
+	}
+	if g == nil || !g.isLeader() {
+		notLeader(w, g)
+		return
+	}
+	ctx, cancel := context.WithTimeout(req.Context(), n.cfg.Timeout)
+	defer cancel()
+	if err := g.commitSettled(ctx, e); err != nil {
+		if refused(err) || errors.Is(err, ErrNotCommitted) {
+			notLeader(w, g)
+			return
+		}
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+	}
 }
 
 // handleJoin adds the node at ?node= (its cluster address) to the meta
@@ -243,4 +288,11 @@ func (g *group) votersNow() ([]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// isUnreachable reports whether a control call failed before any answer
+// (the member down, or the connection cut), which a retry may get past.
+func isUnreachable(err error) bool {
+	var ue *url.Error
+	return errors.As(err, &ue)
 }

@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"slices"
@@ -605,7 +606,7 @@ func refused(err error) bool {
 }
 
 // commitTo commits e in group id: here when this node leads it, else
-// through its leader's CommitPath.
+// through its leader's control channel.
 func (n *Node) commitTo(ctx context.Context, id string, e *entry) error {
 	for {
 		g := n.meta
@@ -615,60 +616,26 @@ func (n *Node) commitTo(ctx context.Context, id string, e *entry) error {
 		if g != nil && g.isLeader() {
 			return g.commitSettled(ctx, e)
 		}
-		var l NodeInfo
-		var ok bool
-		switch {
-		case g != nil:
-			l, ok = g.leader()
-		default:
-			l, ok = n.meta.fsm.leaderOf(id)
+		var leader string
+		if g != nil {
+			addr, _ := g.raft.LeaderWithID()
+			leader = string(addr)
+		} else {
+			leader, _ = n.meta.fsm.leaderNode(id)
 		}
-		err := ErrNoLeader
-		if ok && l.API != n.cfg.Self.API {
-			err = n.http.post(ctx, l, CommitPath, url.Values{"group": {id}}, e.encode())
+		err := fmt.Errorf("%w of group %s", ErrNoLeader, id)
+		if leader != "" && leader != n.cfg.Address {
+			_, err = n.ctl.send(ctx, http.MethodPost, leader, "/commit", url.Values{"group": {id}}, e.encode())
+			var nl *errControlNotLeader
+			if errors.As(err, &nl) || isUnreachable(err) {
+				err = fmt.Errorf("%w: %v", ErrNoLeader, err)
+			}
 		}
 		if !errors.Is(err, ErrNoLeader) || !sleepCtx(ctx, leaderRetry) {
 			return err
 		}
 	}
 }
-
-// CommitPath is a group leader's HTTP endpoint that other nodes post an
-// entry of its group to: what a node outside the group, or not leading
-// it, has to say there (a data group's leader announcing itself to the
-// meta group, a topic's deletion from its placement).
-const CommitPath = "/cluster/commit"
-
-// errBadCommit refuses a post to CommitPath that is not such an entry.
-var errBadCommit = errors.New("not an entry another node may commit")
-
-// CommitForwarded commits an entry another node posted to CommitPath. It
-// is ErrNotLeader on a node that does not lead the group (the sender asks
-// the next leader), and errBadCommit for anything but the entries nodes
-// send this way.
-func (n *Node) CommitForwarded(ctx context.Context, group string, body []byte) error {
-	e, err := decodeEntry(body)
-	if err != nil {
-		return fmt.Errorf("%w: %v", errBadCommit, err)
-	}
-	g := n.meta
-	if group != theGroup {
-		g = n.dataGroup(group)
-	}
-	switch {
-	case !slices.Contains([]op{opGroupLeader, opGroupPrefer, opDrain, opDeleteTopic, opGroupVoters}, e.op):
-		return errBadCommit
-	case g == nil || !g.isLeader():
-		return ErrNotLeader
-	}
-	ctx, cancel := context.WithTimeout(ctx, n.cfg.Timeout)
-	defer cancel()
-	return g.commitSettled(ctx, e)
-}
-
-// IsBadCommit reports whether CommitForwarded refused err's post as not an
-// entry to forward.
-func IsBadCommit(err error) bool { return errors.Is(err, errBadCommit) }
 
 // sleepCtx waits d, or reports false when ctx ends first.
 func sleepCtx(ctx context.Context, d time.Duration) bool {

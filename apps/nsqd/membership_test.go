@@ -76,7 +76,8 @@ func (c *testCluster) moveCall(i int, pathQuery string) []map[string]any {
 // under load (producers on every node, consumers through nsqlookupd). A
 // fourth node started with the new peer list and --cluster-join becomes
 // a member without a restart of the others, a new topic is placed on it,
-// and POST /cluster/rebalance moves replicas onto it; then POST
+// POST /cluster/rebalance moves replicas onto it, and restarted it is a
+// member still, holding what it held; then POST
 // /cluster/remove moves everything off the first node and takes it out.
 // Every acknowledged message is consumed, and every topic has three
 // replicas in the cluster's record throughout.
@@ -167,6 +168,18 @@ func TestClusterGrowsAndShrinks(t *testing.T) {
 	}
 	waitFor(t, 30*time.Second, func() string { return fmt.Sprintf("the new node holds %v", heldBy(joined)) },
 		func() bool { return len(heldBy(joined)) >= 2 })
+	l.waitAcked(t, 300)
+
+	// Restarted (still with --cluster-join), the new node is a member from
+	// its own state and holds what it held.
+	before := heldBy(joined)
+	c.kill(joined)
+	c.restart(joined)
+	waitFor(t, 30*time.Second, func() string {
+		return fmt.Sprintf("the restarted new node holds %v, held %v; lists members %v", heldBy(joined), before, c.memberAddrs(joined))
+	}, func() bool {
+		return slices.Equal(heldBy(joined), before) && len(c.memberAddrs(joined)) == 4
+	})
 	l.waitAcked(t, 300)
 
 	moves = c.moveCall(1, "/cluster/remove?node="+c.nodes[0].cluster)

@@ -99,7 +99,7 @@ type bodyReader struct {
 // bodies returns b's bodies by offset; a restored batch has only those
 // of its messages that were unfinished when its snapshot was taken (the
 // others are nil).
-func (r bodyReader) bodies(b *batch) ([][]byte, error) {
+func (r bodyReader) bodies(b batch) ([][]byte, error) {
 	if b.spill != nil {
 		return b.spill.read(b.n)
 	}

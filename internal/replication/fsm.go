@@ -477,11 +477,12 @@ func (f *fsm) hasChannel(topic, channel string) bool {
 func (f *fsm) messages(t *topicState, h *holder) Messages {
 	return func(yield func([]Message) error) error {
 		var out []Message
-		for _, index := range sortedKeys(h.left) {
-			b := t.batches[index]
-			bodies, err := f.bodies.bodies(b)
-			if err != nil {
-				return err
+		var err error
+		h.held.each(func(index uint64) bool {
+			b, _ := t.batches.get(index)
+			var bodies [][]byte
+			if bodies, err = f.bodies.bodies(b); err != nil {
+				return false
 			}
 			for i := range b.n {
 				if h.holds(index, b, i) {
@@ -491,16 +492,14 @@ func (f *fsm) messages(t *topicState, h *holder) Messages {
 				}
 			}
 			if len(out) >= yieldBatch {
-				if err := yield(out); err != nil {
-					return err
-				}
-				out = nil
+				err, out = yield(out), nil
 			}
+			return err == nil
+		})
+		if err != nil || len(out) == 0 {
+			return err
 		}
-		if len(out) > 0 {
-			return yield(out)
-		}
-		return nil
+		return yield(out)
 	}
 }
 

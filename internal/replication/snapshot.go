@@ -62,7 +62,7 @@ type snapTopic struct {
 	policies [][]byte
 	channels []snapChannel
 	holders  []snapHolder // the backlog, then each channel
-	batches  []*batch     // by raft index
+	batches  []batch      // by raft index
 }
 
 type snapChannel struct {
@@ -72,14 +72,15 @@ type snapChannel struct {
 }
 
 type snapHolder struct {
-	held  map[uint64][]uint64 // raft index → gone bitset (nil: all held)
+	held  indexSet            // the batches it has all or part of
+	gone  map[uint64][]uint64 // raft index → gone bitset of a partly held batch
 	marks map[uint64]mark
 }
 
 func snapHolderOf(h *holder) snapHolder {
-	s := snapHolder{held: make(map[uint64][]uint64, len(h.left)), marks: maps.Clone(h.marks)}
-	for index := range h.left {
-		s.held[index] = slices.Clone(h.gone[index])
+	s := snapHolder{held: h.held.clone(), gone: make(map[uint64][]uint64, len(h.gone)), marks: maps.Clone(h.marks)}
+	for index, g := range h.gone {
+		s.gone[index] = slices.Clone(g)
 	}
 	return s
 }
@@ -105,16 +106,17 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 			st.channels = append(st.channels, snapChannel{name: cname, paused: c.paused, policies: c.policies})
 			st.holders = append(st.holders, snapHolderOf(c.held))
 		}
-		for _, index := range sortedKeys(t.batches) {
-			b := t.batches[index]
+		st.batches = make([]batch, 0, t.batches.len())
+		t.batches.each(func(b batch) bool {
 			st.batches = append(st.batches, b)
 			switch {
 			case b.spill != nil:
 				files[b.spill.file] = true
-			case keep == 0 || index < keep:
-				keep = index
+			case keep == 0 || b.index < keep:
+				keep = b.index
 			}
-		}
+			return true
+		})
 		s.topics = append(s.topics, st)
 	}
 	for file := range files {
@@ -221,14 +223,14 @@ func (s *snapshot) write(w *streamWriter) error {
 	return w.err
 }
 
-func (s *snapshot) writeBatch(w *streamWriter, t snapTopic, b *batch) error {
+func (s *snapshot) writeBatch(w *streamWriter, t snapTopic, b batch) error {
 	w.uvarint(b.index)
 	w.varint(b.ts)
 	w.varint(b.due)
 	w.uvarint(uint64(b.n))
 	var union []uint64 // offsets some holder has
 	for _, h := range t.holders {
-		gone, held := h.held[b.index]
+		gone, held := h.gone[b.index], h.held.has(b.index)
 		switch {
 		case !held:
 			w.byte(heldNone)
@@ -405,16 +407,17 @@ func readSnapshot(r *streamReader, spill *spillWriter) (*state, error) {
 }
 
 func readBatch(r *streamReader, spill *spillWriter, t *topicState, holders []*holder) error {
-	b := &batch{index: r.uvarint(), ts: r.varint(), due: r.varint()}
+	b := batch{index: r.uvarint(), ts: r.varint(), due: r.varint()}
 	n := r.uvarint()
 	if r.err != nil {
 		return r.err
 	}
-	if n == 0 || n > maxBatch || t.batches[b.index] != nil {
+	if _, dup := t.batches.get(b.index); n == 0 || n > maxBatch || dup {
 		return fmt.Errorf("batch %d of %d messages", b.index, n)
 	}
 	b.n = int(n)
 	words := (b.n + 63) / 64
+	held := 0
 	for _, h := range holders {
 		left := b.n
 		var gone []uint64
@@ -440,14 +443,17 @@ func readBatch(r *streamReader, spill *spillWriter, t *topicState, holders []*ho
 		if left <= 0 {
 			return fmt.Errorf("batch %d: a holder that holds none of it", b.index)
 		}
-		h.left[b.index] = int32(left)
+		h.held.add(b.index)
+		if b.n > 1 {
+			h.left[b.index] = int32(left)
+		}
 		if gone != nil {
 			h.gone[b.index] = gone
 		}
 		h.count += left
-		b.holders++
+		held++
 	}
-	if b.holders == 0 {
+	if held == 0 {
 		return fmt.Errorf("batch %d: no holder", b.index)
 	}
 	b.spill = spill.begin()
@@ -472,8 +478,10 @@ func readBatch(r *streamReader, spill *spillWriter, t *topicState, holders []*ho
 			}
 		}
 	}
+	if !t.batches.put(b, held) {
+		return fmt.Errorf("batch %d: not after the batches before it", b.index)
+	}
 	b.spill.file.refs++
-	t.batches[b.index] = b
 	return r.err
 }
 

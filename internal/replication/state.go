@@ -19,18 +19,18 @@ type Message struct {
 	Attempts  uint16
 }
 
-// batch is one publish entry's messages. The state keeps no bodies: they
-// are read back when needed (a new leader loading its queues, a snapshot)
-// from the Raft log, which is not compacted past a batch still held
-// (fsm.keepIndex), or, for a batch that came from a snapshot, from the
-// spill file the snapshot's bodies were written to.
+// batch is one publish entry's messages, as a batchStore hands it out.
+// The state keeps no bodies: they are read back when needed (a new leader
+// loading its queues, a snapshot) from the Raft log, which is not
+// compacted past a batch still held (fsm.keepIndex), or, for a batch that
+// came from a snapshot, from the spill file the snapshot's bodies were
+// written to.
 type batch struct {
-	index   uint64 // the entry's raft index: message i's seq is seqOf(index, i)
-	ts      int64  // publish time
-	due     int64  // deferred until (unix ns); 0 when ready
-	n       int    // messages
-	holders int    // holders with at least one of its messages
-	spill   *spillRef
+	index uint64 // the entry's raft index: message i's seq is seqOf(index, i)
+	ts    int64  // publish time
+	due   int64  // deferred until (unix ns); 0 when ready
+	n     int    // messages; 0 in the zero batch, which is none
+	spill *spillRef
 }
 
 // spillRef is where a restored batch's bodies are: size bytes at off of
@@ -43,10 +43,13 @@ type spillRef struct {
 }
 
 // holder is a channel's unfinished messages, or a topic's backlog. Its
-// cost is a map entry per publish entry it holds part of, and a bit per
-// message for an entry it holds only part of, whatever the bodies' size.
+// cost is a bit per raft index between the oldest and the newest batch it
+// holds part of, a map entry per batch of several messages, and a bit per
+// message for such a batch it holds only part of, whatever the bodies'
+// size.
 type holder struct {
-	left  map[uint64]int32    // raft index → how many of the batch's messages it still has
+	held  indexSet            // the batches it has all or part of
+	left  map[uint64]int32    // raft index → how many of a batch of several it still has
 	gone  map[uint64][]uint64 // raft index → bitset of the offsets it no longer has (partly held batches)
 	count int                 // messages held
 	marks map[uint64]mark     // by seq: what the last REQ or TOUCH said
@@ -64,8 +67,8 @@ func newHolder() *holder {
 }
 
 // holds reports whether the holder has message i of batch b (at index).
-func (h *holder) holds(index uint64, b *batch, i int) bool {
-	if b == nil || i >= b.n || h.left[index] == 0 {
+func (h *holder) holds(index uint64, b batch, i int) bool {
+	if i >= b.n || !h.held.has(index) {
 		return false
 	}
 	g := h.gone[index]
@@ -87,7 +90,7 @@ type topicState struct {
 	// first channel takes it, as an NSQ topic's queue drains into the
 	// first channel created.
 	backlog *holder
-	batches map[uint64]*batch // every batch some holder still holds part of
+	batches *batchStore // every batch some holder still holds part of
 }
 
 // NodeInfo is where a node's daemon is reached: TCP is its broadcast
@@ -185,7 +188,7 @@ func parseID(id [16]byte) (seq uint64, ok bool) {
 }
 
 func newTopicState(replicas int) *topicState {
-	return &topicState{replicas: replicas, channels: make(map[string]*channelState), backlog: newHolder(), batches: make(map[uint64]*batch)}
+	return &topicState{replicas: replicas, channels: make(map[string]*channelState), backlog: newHolder(), batches: newBatchStore()}
 }
 
 func (s *state) apply(index uint64, e *entry) {
@@ -347,11 +350,13 @@ func (s *state) publish(index uint64, e *entry) {
 	if t == nil || len(e.bodies) == 0 {
 		return
 	}
-	b := &batch{index: index, ts: e.ts, n: len(e.bodies)}
+	b := batch{index: index, ts: e.ts, n: len(e.bodies)}
 	if e.deferFor > 0 {
 		b.due = e.ts + e.deferFor
 	}
-	t.batches[index] = b
+	if !t.batches.put(b, max(len(t.channels), 1)) {
+		return // not after the batches held: an entry applied twice
+	}
 	if len(t.channels) == 0 {
 		t.backlog.add(b)
 		return
@@ -362,15 +367,18 @@ func (s *state) publish(index uint64, e *entry) {
 }
 
 // add gives the holder all of b's messages.
-func (h *holder) add(b *batch) {
-	h.left[b.index] = int32(b.n)
+func (h *holder) add(b batch) {
+	h.held.add(b.index)
+	if b.n > 1 {
+		h.left[b.index] = int32(b.n)
+	}
 	h.count += b.n
-	b.holders++
 }
 
 func (h *holder) setMark(t *topicState, seq uint64, m mark) {
 	index, i := splitSeq(seq)
-	if !h.holds(index, t.batches[index], i) {
+	b, _ := t.batches.get(index)
+	if !h.holds(index, b, i) {
 		return
 	}
 	if h.marks == nil {
@@ -380,7 +388,7 @@ func (h *holder) setMark(t *topicState, seq uint64, m mark) {
 }
 
 // message is the held message i of batch b (at index), without its body.
-func (h *holder) message(index uint64, b *batch, i int) Message {
+func (h *holder) message(index uint64, b batch, i int) Message {
 	seq := seqOf(index, i)
 	m := Message{ID: wireID(seq), Timestamp: b.ts, Due: b.due}
 	if mk, ok := h.marks[seq]; ok {
@@ -402,17 +410,21 @@ func (s *state) channel(e *entry) (*topicState, *channelState) {
 // forgotten.
 func (s *state) finish(t *topicState, h *holder, seq uint64) {
 	index, i := splitSeq(seq)
-	b := t.batches[index]
+	b, _ := t.batches.get(index)
 	if !h.holds(index, b, i) {
 		return
 	}
 	delete(h.marks, seq)
 	h.count--
-	left := h.left[index] - 1
+	left := int32(0)
+	if b.n > 1 {
+		left = h.left[index] - 1
+	}
 	if left == 0 {
 		delete(h.left, index)
 		delete(h.gone, index)
-		s.unhold(t, b)
+		h.held.remove(index)
+		s.unhold(t, index)
 		return
 	}
 	h.left[index] = left
@@ -426,21 +438,22 @@ func (s *state) finish(t *topicState, h *holder, seq uint64) {
 
 // release empties the holder.
 func (s *state) release(t *topicState, h *holder) {
-	for index := range h.left {
-		s.unhold(t, t.batches[index])
-	}
+	h.held.each(func(index uint64) bool {
+		s.unhold(t, index)
+		return true
+	})
+	h.held = indexSet{}
 	clear(h.left)
 	clear(h.gone)
 	h.count = 0
 	h.marks = nil
 }
 
-func (s *state) unhold(t *topicState, b *batch) {
-	if b.holders--; b.holders > 0 {
-		return
-	}
-	delete(t.batches, b.index)
-	if b.spill != nil {
+// unhold takes one holder off the batch at index; a batch no holder has
+// any of is forgotten, and its spill file released with its last batch.
+func (s *state) unhold(t *topicState, index uint64) {
+	b, gone := t.batches.unhold(index)
+	if gone && b.spill != nil {
 		if b.spill.file.refs--; b.spill.file.refs == 0 {
 			s.unused = append(s.unused, b.spill.file)
 		}
@@ -452,11 +465,16 @@ func (s *state) unhold(t *topicState, b *batch) {
 func (s *state) oldestLogIndex() uint64 {
 	var oldest uint64
 	for _, t := range s.topics {
-		for index, b := range t.batches {
-			if b.spill == nil && (oldest == 0 || index < oldest) {
-				oldest = index
+		// Restored batches (with a spill) are older than any from the log.
+		t.batches.each(func(b batch) bool {
+			if b.spill != nil {
+				return true
 			}
-		}
+			if oldest == 0 || b.index < oldest {
+				oldest = b.index
+			}
+			return false
+		})
 	}
 	return oldest
 }

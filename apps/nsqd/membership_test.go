@@ -209,3 +209,112 @@ func TestClusterGrowsAndShrinks(t *testing.T) {
 	}
 	t.Logf("%d acknowledged, %d missing, %d duplicates", acked, missing, dups)
 }
+
+// metaLeader is the node that leads the meta group as node i sees it, or
+// -1.
+func (c *testCluster) metaLeader(i int) int {
+	v, _ := clusterView(c.nodes[i].http)
+	for _, g := range v.Groups {
+		if g.ID != "0" {
+			continue
+		}
+		for j, nd := range c.nodes {
+			if nd.cluster == g.Leader {
+				return j
+			}
+		}
+	}
+	return -1
+}
+
+// tryMoves posts a rebalance to node i and returns the moves it made, or
+// false when it did not answer 200.
+func (c *testCluster) tryMoves(i int) ([]map[string]any, bool) {
+	client := &http.Client{Timeout: 90 * time.Second}
+	resp, err := client.Post("http://"+c.nodes[i].http+"/cluster/rebalance", "", nil)
+	if err != nil {
+		return nil, false
+	}
+	defer resp.Body.Close()
+	var answer struct {
+		Moves []map[string]any `json:"moves"`
+	}
+	return answer.Moves, resp.StatusCode == http.StatusOK && json.NewDecoder(resp.Body).Decode(&answer) == nil
+}
+
+// TestClusterRebalanceCutShort: a fourth node joins a loaded cluster and
+// a rebalance starts; the meta leader, which carries it out, is SIGKILLed
+// in the middle and restarted. Rebalances called again until one has
+// nothing left to move finish the job: every topic on three nodes, the new
+// node holding its share, and every acknowledged message consumed.
+func TestClusterRebalanceCutShort(t *testing.T) {
+	c := startCluster(t, 3)
+	topics := []string{"cut0", "cut1", "cut2"}
+	l := newLedger()
+	var stops []func()
+	for i, topic := range topics {
+		c.createTopic(i, topic, "c")
+		c.consume(topic, "c", l)
+		stops = append(stops, c.publish(topic, l))
+	}
+	l.waitAcked(t, 300)
+	joined := c.addNode(1)
+	waitFor(t, 30*time.Second, func() string { return fmt.Sprintf("node 1 lists members %v", c.memberAddrs(1)) },
+		func() bool { return slices.Contains(c.memberAddrs(1), c.nodes[joined].cluster) })
+	leader := -1
+	waitFor(t, 30*time.Second, func() string { return "no meta leader known" }, func() bool {
+		leader = c.metaLeader(joined)
+		return leader >= 0
+	})
+	cut := make(chan struct{})
+	go func() {
+		defer close(cut)
+		_, _ = c.tryMoves(leader)
+	}()
+	// The first step of a move records the new member in the group: kill
+	// the meta leader as soon as it has.
+	waitFor(t, 30*time.Second, func() string { return "no group gained the new node" }, func() bool {
+		v, _ := clusterView(c.nodes[joined].http)
+		for _, g := range v.Groups {
+			if g.ID != "0" && slices.Contains(g.Members, c.nodes[joined].cluster) {
+				return true
+			}
+		}
+		return false
+	})
+	t.Logf("killing the meta leader, node %d, during the rebalance", leader)
+	c.kill(leader)
+	<-cut
+	c.restart(leader)
+	other := (leader + 1) % len(c.nodes)
+	waitFor(t, 3*time.Minute, func() string { return "a rebalance that moves nothing more" }, func() bool {
+		moves, ok := c.tryMoves(other)
+		t.Logf("rebalance through node %d: %v %v", other, ok, moves)
+		return ok && len(moves) == 0
+	})
+	for _, topic := range topics {
+		waitFor(t, 30*time.Second, func() string {
+			h, l := c.holders(topic)
+			return fmt.Sprintf("%s held by %v, led by %d", topic, h, l)
+		}, func() bool {
+			h, l := c.holders(topic)
+			return len(h) == 3 && l >= 0
+		})
+	}
+	held := 0
+	for _, topic := range topics {
+		if h, _ := c.holders(topic); slices.Contains(h, joined) {
+			held++
+		}
+	}
+	if held < 2 {
+		t.Fatalf("after the rebalances the new node holds %d of the 3 topics, want 2", held)
+	}
+	l.waitAcked(t, 300)
+	for _, stop := range stops {
+		stop()
+	}
+	l.waitConsumed(t)
+	acked, _, dups := l.counts()
+	t.Logf("%d acknowledged, all consumed; %d duplicates", acked, dups)
+}

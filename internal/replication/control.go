@@ -63,6 +63,7 @@ func (n *Node) startControl() error {
 	mux.HandleFunc("POST /commit", n.handleCommit)
 	mux.HandleFunc("POST /group/voters", n.handleGroupVoters)
 	mux.HandleFunc("GET /group/caught-up", n.handleCaughtUp)
+	mux.HandleFunc("POST /group/config", n.handleGroupConfig)
 	mux.HandleFunc("POST /rebalance", n.handleRebalance)
 	mux.HandleFunc("POST /remove", n.handleRemove)
 	c := &control{stream: stream, done: make(chan struct{}),
@@ -247,6 +248,22 @@ func (n *Node) handleGroupVoters(w http.ResponseWriter, req *http.Request) {
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 	}
+}
+
+// handleGroupConfig answers data group ?group='s voters, comma-separated,
+// as its leader's Raft configuration has them.
+func (n *Node) handleGroupConfig(w http.ResponseWriter, req *http.Request) {
+	g := n.dataGroup(req.URL.Query().Get("group"))
+	if g == nil || !g.isLeader() {
+		notLeader(w, g)
+		return
+	}
+	voters, err := g.votersNow()
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	fmt.Fprint(w, strings.Join(voters, ","))
 }
 
 // handleCaughtUp answers "true" when this node runs data group ?group=,

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -161,11 +162,14 @@ func (n *Node) rebalance(ctx context.Context, leaving string) ([]Move, error) {
 		n.leaving.Store(&leaving)
 		defer n.leaving.Store(nil)
 	}
+	done, err := n.finishMoves(ctx)
+	if err != nil {
+		return done, err
+	}
 	moves, err := planMoves(n.meta.fsm.groupsNow(), n.meta.fsm.topicsByGroup(), members, leaving)
 	if err != nil {
-		return nil, err
+		return done, err
 	}
-	var done []Move
 	for _, mv := range moves {
 		if err := n.move(ctx, mv); err != nil {
 			return done, fmt.Errorf("moving group %s from %s to %s: %w", mv.Group, mv.From, mv.To, err)
@@ -178,6 +182,52 @@ func (n *Node) rebalance(ctx context.Context, leaving string) ([]Move, error) {
 			return done, err
 		}
 		n.cfg.Log.Info("replication: node removed from the cluster", "node", leaving)
+	}
+	return done, nil
+}
+
+// finishMoves completes the moves an earlier rebalance was cut short in: a
+// group the meta group records with more voters than its topics'
+// replicas has a new member (the last) whose move did not finish. The
+// old member is the one the group's own configuration no longer has (the
+// move got as far as removing it), else the most loaded of the others.
+func (n *Node) finishMoves(ctx context.Context) ([]Move, error) {
+	groups := n.meta.fsm.groupsNow()
+	topics := n.meta.fsm.topicsByGroup()
+	replicas := n.meta.fsm.groupReplicas()
+	held := map[string]int{}
+	for id, voters := range groups {
+		for _, v := range voters {
+			held[v] += len(topics[id])
+		}
+	}
+	var done []Move
+	for _, id := range sortedKeys(groups) {
+		voters := groups[id]
+		if r := replicas[id]; r == 0 || len(voters) <= r {
+			continue
+		}
+		to, old := voters[len(voters)-1], voters[:len(voters)-1]
+		body, err := n.ctl.callLeader(ctx, voters, "/group/config", url.Values{"group": {id}})
+		if err != nil {
+			return done, fmt.Errorf("reading group %s's voters: %w", id, err)
+		}
+		config := strings.Split(string(body), ",")
+		from := ""
+		for _, v := range old {
+			if !slices.Contains(config, v) {
+				from = v
+			}
+		}
+		if from == "" {
+			from = slices.MaxFunc(old, func(a, b string) int { return cmp.Or(cmp.Compare(held[a], held[b]), cmp.Compare(b, a)) })
+		}
+		mv := Move{Group: id, From: from, To: to, Topics: slices.Clone(topics[id])}
+		if err := n.move(ctx, mv); err != nil {
+			return done, fmt.Errorf("finishing the move of group %s from %s to %s: %w", id, from, to, err)
+		}
+		done = append(done, mv)
+		n.cfg.Log.Info("replication: finished a move cut short", "group", id, "from", from, "to", to)
 	}
 	return done, nil
 }

@@ -272,3 +272,15 @@ func (f *fsm) topicsByGroup() map[string][]string {
 	}
 	return out
 }
+
+// groupReplicas is how many replicas each data group's topics have (the
+// most, should they differ): the voters it has when no move is under way.
+func (f *fsm) groupReplicas() map[string]int {
+	out := map[string]int{}
+	for _, p := range *f.replicated.Load() {
+		if p.group != "" && p.replicas > out[p.group] {
+			out[p.group] = p.replicas
+		}
+	}
+	return out
+}

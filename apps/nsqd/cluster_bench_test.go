@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -55,7 +57,9 @@ func BenchmarkClusterFailover(b *testing.B) {
 // folder of NSQ v1.3.0's binaries (scripts/nsq-reference.sh prints
 // it), each iteration also runs the same producers against NSQ's
 // nsqd (one node, an ordinary topic, --mem-queue-size=0) right after, and
-// the ratio of the medians is reported.
+// the ratio of the medians is reported. With NSQ_PROFILE_DIR set, the
+// first iteration also saves a 2 s CPU profile of the leader and of a
+// follower there (leader-cpu.pprof, follower-cpu.pprof).
 func BenchmarkClusterConcurrentPUB(b *testing.B) {
 	c := startCluster(b, 3)
 	const topic = "concurrent"
@@ -67,6 +71,11 @@ func BenchmarkClusterConcurrentPUB(b *testing.B) {
 	}
 	var ours, theirs []float64
 	for i := 0; i < b.N; i++ {
+		if dir := os.Getenv("NSQ_PROFILE_DIR"); dir != "" && i == 0 {
+			li := c.leader(topic)
+			go saveCPUProfile(b, c.nodes[li].http, filepath.Join(dir, "leader-cpu.pprof"))
+			go saveCPUProfile(b, c.nodes[(li+1)%len(c.nodes)].http, filepath.Join(dir, "follower-cpu.pprof"))
+		}
 		ours = append(ours, concurrentPUB(b, leader, topic))
 		if nsqAddr != "" {
 			theirs = append(theirs, concurrentPUB(b, nsqAddr, topic))
@@ -76,6 +85,25 @@ func BenchmarkClusterConcurrentPUB(b *testing.B) {
 	if len(theirs) > 0 {
 		b.ReportMetric(median(theirs), "nsq-msgs/s-median")
 		b.ReportMetric(median(ours)/median(theirs), "ratio")
+	}
+}
+
+// saveCPUProfile writes a 2 s CPU profile of the nsqd at httpAddr, taken
+// 0.5 s from now, to path.
+func saveCPUProfile(b *testing.B, httpAddr, path string) {
+	time.Sleep(500 * time.Millisecond)
+	resp, err := http.Get("http://" + httpAddr + "/debug/pprof/profile?seconds=2")
+	if err != nil {
+		b.Error(err)
+		return
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err == nil {
+		err = os.WriteFile(path, data, 0o644)
+	}
+	if err != nil {
+		b.Error(err)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -78,9 +79,10 @@ func (c *testCluster) moveCall(i int, pathQuery string) []map[string]any {
 // a member without a restart of the others, a new topic is placed on it,
 // POST /cluster/rebalance moves replicas onto it, and restarted it is a
 // member still, holding what it held; then POST
-// /cluster/remove moves everything off the first node and takes it out.
-// Every acknowledged message is consumed, and every topic has three
-// replicas in the cluster's record throughout.
+// /cluster/remove moves everything off the first node and takes it out;
+// wiped, that node joins again and a rebalance gives it its share. Every
+// acknowledged message is consumed, and every topic has three replicas in
+// the cluster's record throughout.
 func TestClusterGrowsAndShrinks(t *testing.T) {
 	c := startCluster(t, 3)
 	topics := []string{"grow0", "grow1", "grow2"}
@@ -198,6 +200,22 @@ func TestClusterGrowsAndShrinks(t *testing.T) {
 			return len(h) == 3 && l > 0
 		})
 	}
+	l.waitAcked(t, 300)
+
+	// The removed node, its data dir wiped (a replaced machine), joins
+	// again under its old address, and a rebalance gives it its share.
+	c.kill(0)
+	if err := os.RemoveAll(c.nodes[0].data); err != nil {
+		t.Fatal(err)
+	}
+	c.nodes[0].join = c.nodes[1].cluster
+	c.restart(0)
+	waitFor(t, 30*time.Second, func() string { return fmt.Sprintf("node 1 lists members %v", c.memberAddrs(1)) },
+		func() bool { return slices.Contains(c.memberAddrs(1), c.nodes[0].cluster) })
+	moves = c.moveCall(1, "/cluster/rebalance")
+	t.Logf("rebalance after the rejoin moved %v", moves)
+	waitFor(t, 30*time.Second, func() string { return fmt.Sprintf("the rejoined node holds %v", heldBy(0)) },
+		func() bool { return len(heldBy(0)) >= 2 })
 	l.waitAcked(t, 300)
 	stopAll()
 	l.waitConsumed(t)

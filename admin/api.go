@@ -49,6 +49,7 @@ func (a *Admin) routes() (http.Handler, error) {
 	r.POST(bp("/topics/:topic/:channel"), logged(a.formAction))
 	r.POST(bp("/nodes/:node"), logged(a.formAction))
 	r.POST(bp("/lookup"), logged(a.formAction))
+	r.POST(bp("/cluster"), logged(a.formAction))
 
 	r.GET(bp("/api/topics"), a.withDeadline(v1(a.apiTopics)))
 	r.GET(bp("/api/topics/:topic"), a.withDeadline(v1(a.apiTopic)))

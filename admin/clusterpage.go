@@ -2,11 +2,16 @@ package admin
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 
 	"github.com/nsqgo/nsq/internal/clusterdoc"
+	"github.com/nsqgo/nsq/internal/httpapi"
 )
 
 // groupOnNode is one group as one node sees it: each node reports its own
@@ -99,4 +104,46 @@ func (a *Admin) clusterPage(w http.ResponseWriter, req *http.Request) {
 	v.Errors = errs
 	v.Data = pv
 	a.render(w, http.StatusOK, "cluster", v)
+}
+
+// moveReplicas asks a cluster member to rebalance the replicas, or to
+// move every replica off member and remove it (action "remove"), and says
+// what it moved. A member that has not finished within the request
+// timeout goes on (nsqd does not stop when its caller does), and the page
+// says so.
+func (a *Admin) moveReplicas(req *http.Request, action, member string) (string, []NodeError, error) {
+	path, done, asked := "/cluster/rebalance", "Rebalanced the replicas", "the rebalance"
+	if action == "remove" {
+		if member == "" {
+			return "", nil, httpapi.Err{Code: http.StatusBadRequest, Text: "MISSING_ARG_NODE"}
+		}
+		path, done, asked = "/cluster/remove?node="+url.QueryEscape(member), "Removed "+member, "the removal of "+member
+	}
+	ps, errs, err := a.nodes(req.Context(), false)
+	if err != nil {
+		return "", errs, err
+	}
+	for _, addr := range httpAddrs(ps) {
+		var answer struct {
+			Moves []json.RawMessage `json:"moves"`
+		}
+		err := a.cluster.do(req.Context(), http.MethodPost, httpURL(addr, path), nil, &answer)
+		switch {
+		case isNotFound(err):
+			continue // not in a cluster
+		case errors.Is(err, context.DeadlineExceeded) || isTimeout(err):
+			return fmt.Sprintf("Asked %s for %s, which had not finished within the request timeout and goes on: the groups below show its moves", addr, asked), errs, nil
+		case err != nil:
+			return "", errs, fmt.Errorf("%w: %w", errUpstream, NodeError{Addr: addr, Err: err})
+		}
+		a.invalidate()
+		return fmt.Sprintf("%s: %d move(s), through %s", done, len(answer.Moves), addr), errs, nil
+	}
+	return "", errs, fmt.Errorf("%w: no nsqd node is in a Raft cluster", errUpstream)
+}
+
+// isTimeout reports whether err is a request that ran out of time.
+func isTimeout(err error) bool {
+	var te interface{ Timeout() bool }
+	return errors.As(err, &te) && te.Timeout()
 }

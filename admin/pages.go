@@ -401,6 +401,8 @@ func (a *Admin) formAction(w http.ResponseWriter, req *http.Request, ps httprout
 		topic = req.PostForm.Get("topic")
 		errs, err = a.tombstoneNode(req, topic, node)
 		done = "Tombstoned topic " + topic + " on " + node
+	case action == "rebalance" || action == "remove":
+		done, errs, err = a.moveReplicas(req, action, req.PostForm.Get("node"))
 	case action == "policy":
 		var changed int
 		changed, errs, err = a.editPolicy(req, topic, channel)

@@ -295,7 +295,9 @@ func (s *httpServer) moves(r *http.Request, do func(context.Context, *replicatio
 	if s.n.repl == nil {
 		return nil, apiErr(http.StatusNotFound, "CLUSTER_NOT_CONFIGURED")
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), moveTimeout)
+	// A caller that stops waiting (a client's timeout) does not cut the
+	// moves short: they go on to the end or the timeout.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), moveTimeout)
 	defer cancel()
 	moves, err := do(ctx, s.n.repl)
 	switch {

@@ -448,4 +448,20 @@ func TestBrowserClusterPage(t *testing.T) {
 	createReplicated("audit")
 	b.waitFor("the new topic in the live table", `document.querySelector('#live') && document.querySelector('#live').textContent.includes('2 replicated topics')`)
 	b.see("cluster after a new topic", "audit", "ledger")
+
+	// The cluster's members hold a topic each already: a rebalance moves
+	// nothing, and removing one of three when topics have three replicas
+	// is refused with nsqd's reason.
+	b.click("clicking Rebalance replicas", `button[value="rebalance"]`)
+	b.waitFor("the rebalance to be reported", `document.querySelector('.flash') && document.querySelector('.flash').textContent.includes('Rebalanced the replicas: 0 move(s)')`)
+	b.eval(`window.confirm = q => { window.lastConfirm = q; return true; }; 'ok'`)
+	b.click("clicking Remove member", `button[value="remove"]`)
+	b.waitFor("the removal to be refused", `document.body.textContent.includes('no other member can take')`)
+	if q := b.eval(`window.lastConfirm || ''`); !strings.Contains(q, "remove it from the cluster") {
+		t.Errorf("removing a member did not ask for confirmation (asked %q)", q)
+	}
+	_, body := do(t, "GET", "http://"+nodes[0]+"/cluster", nil)
+	if json.Unmarshal([]byte(body), &view) != nil || len(view.Members) != 3 {
+		t.Errorf("after the refused removal the cluster has members %v", view.Members)
+	}
 }

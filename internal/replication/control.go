@@ -127,8 +127,9 @@ func (c *control) send(ctx context.Context, method, addr, path string, q url.Val
 
 // callLeader makes a control call to a group's leader: to the first of
 // candidates (the members that may lead it), then to whichever leader
-// each answer names, or the next candidate when it names none, until one
-// does it or ctx ends.
+// each answer names, or the next candidate when it names none or cannot
+// be reached, until one does it, one refuses it (that answer is
+// returned), or ctx ends.
 func (c *control) callLeader(ctx context.Context, candidates []string, path string, q url.Values) ([]byte, error) {
 	if len(candidates) == 0 {
 		return nil, fmt.Errorf("control call %s: %w", path, ErrNoLeader)
@@ -140,10 +141,13 @@ func (c *control) callLeader(ctx context.Context, candidates []string, path stri
 			return body, nil
 		}
 		var nl *errControlNotLeader
-		if errors.As(err, &nl) && nl.leader != "" && nl.leader != addr {
+		switch {
+		case errors.As(err, &nl) && nl.leader != "" && nl.leader != addr:
 			addr = nl.leader
-		} else {
+		case errors.As(err, &nl) || isUnreachable(err):
 			addr, next = candidates[next%len(candidates)], next+1
+		default:
+			return nil, err
 		}
 		if !sleepCtx(ctx, leaderRetry) {
 			return nil, err

@@ -219,7 +219,7 @@ func (n *Node) handleJoin(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	if err := n.meta.addVoter(node); err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
+		answerChange(w, n.meta, err)
 		return
 	}
 	e := &entry{op: opNode, node: node, tcp: q.Get("tcp"), api: q.Get("api")}
@@ -250,8 +250,19 @@ func (n *Node) handleGroupVoters(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	if err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
+		answerChange(w, g, err)
 	}
+}
+
+// answerChange answers a membership change that failed: as a node that
+// does not lead when it lost the leadership meanwhile (the caller asks the
+// next leader), else with the error.
+func answerChange(w http.ResponseWriter, g *group, err error) {
+	if refused(err) || errors.Is(err, raft.ErrLeadershipLost) {
+		notLeader(w, g)
+		return
+	}
+	http.Error(w, err.Error(), http.StatusInternalServerError)
 }
 
 // handleGroupConfig answers data group ?group='s voters, comma-separated,

@@ -104,7 +104,7 @@ func (b *ackBatcher) flush() {
 		futures = append(futures, b.g.raft.Apply(e.encode(), b.g.n.cfg.Timeout))
 	}
 	for _, f := range futures {
-		if err := f.Error(); err != nil {
+		if err := futureErr(f, b.g.futureLimit()); err != nil {
 			b.g.n.cfg.Log.Debug("replication: acks not committed; those messages are redelivered after a failover", "err", err)
 		}
 	}

@@ -158,7 +158,7 @@ func (n *Node) createClaimed(ctx context.Context, topic string, replicas int) er
 	// Followers learn that the claim is committed from the leader's next
 	// message, a heartbeat (100 ms) unless an entry goes first: a barrier
 	// is one, so they apply and answer the claim a round trip from now.
-	if err := n.meta.raft.Barrier(n.cfg.Timeout).Error(); err != nil {
+	if err := futureErr(n.meta.raft.Barrier(n.cfg.Timeout), n.meta.futureLimit()); err != nil {
 		n.release(topic, claim)
 		return fmt.Errorf("%w: %v", ErrNotCommitted, err)
 	}

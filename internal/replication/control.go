@@ -292,7 +292,7 @@ func (n *Node) handleCaughtUp(w http.ResponseWriter, req *http.Request) {
 // change is committed on a majority of the new configuration when it
 // returns.
 func (g *group) addVoter(addr string) error {
-	if err := g.raft.AddVoter(raft.ServerID(addr), raft.ServerAddress(addr), 0, g.n.cfg.Timeout).Error(); err != nil {
+	if err := futureErr(g.raft.AddVoter(raft.ServerID(addr), raft.ServerAddress(addr), 0, g.n.cfg.Timeout), g.futureLimit()); err != nil {
 		return fmt.Errorf("adding %s to group %s: %w", addr, g.id, err)
 	}
 	return nil
@@ -301,7 +301,7 @@ func (g *group) addVoter(addr string) error {
 // removeVoter takes addr out of the group (a no-op if it is not in it). A
 // leader that removes itself steps down once the change is committed.
 func (g *group) removeVoter(addr string) error {
-	if err := g.raft.RemoveServer(raft.ServerID(addr), 0, g.n.cfg.Timeout).Error(); err != nil {
+	if err := futureErr(g.raft.RemoveServer(raft.ServerID(addr), 0, g.n.cfg.Timeout), g.futureLimit()); err != nil {
 		return fmt.Errorf("removing %s from group %s: %w", addr, g.id, err)
 	}
 	return nil

@@ -240,12 +240,12 @@ func (g *group) lead() {
 	n := g.n
 	// Everything committed by earlier leaders must be in the state before
 	// it is loaded into the queues.
-	if err := g.raft.Barrier(n.cfg.Timeout).Error(); err != nil {
+	if err := futureErr(g.raft.Barrier(n.cfg.Timeout), g.futureLimit()); err != nil {
 		n.cfg.Log.Warn("replication: new leader could not catch up", "group", g.id, "err", err)
 		return
 	}
 	e := &entry{op: opNode, node: n.cfg.Address, tcp: n.cfg.Self.TCP, api: n.cfg.Self.API}
-	if err := g.raft.Apply(e.encode(), n.cfg.Timeout).Error(); err != nil {
+	if err := futureErr(g.raft.Apply(e.encode(), n.cfg.Timeout), g.futureLimit()); err != nil {
 		n.cfg.Log.Warn("replication: new leader could not announce itself", "group", g.id, "err", err)
 		return
 	}
@@ -289,6 +289,28 @@ func (g *group) caughtUp() bool {
 	return id != "" && commit > 0 && g.raft.AppliedIndex() >= commit
 }
 
+// futureLimit bounds how long a node waits for a Raft future: twice the
+// timeout that bounds a commit.
+func (g *group) futureLimit() time.Duration { return 2 * g.n.cfg.Timeout }
+
+// futureErr waits for f, at most limit. hashicorp/raft answers every
+// future it took, except those still queued when the instance shuts down
+// (as a group this node left is): those are never answered, and a publish
+// waiting on one would never be answered either. The goroutine that waits
+// on such a future stays blocked; it holds the future and nothing else.
+func futureErr(f raft.Future, limit time.Duration) error {
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }()
+	t := time.NewTimer(limit)
+	defer t.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-t.C:
+		return fmt.Errorf("%w: raft gave no answer within %v", ErrNotCommitted, limit)
+	}
+}
+
 // commit applies an encoded entry: on a majority within the timeout.
 func (g *group) commit(data []byte) error {
 	_, err := g.commitIndex(data)
@@ -298,7 +320,7 @@ func (g *group) commit(data []byte) error {
 // commitIndex is commit that also says the entry's raft index.
 func (g *group) commitIndex(data []byte) (uint64, error) {
 	f := g.raft.Apply(data, g.n.cfg.Timeout)
-	err := f.Error()
+	err := futureErr(f, g.futureLimit())
 	switch {
 	case err == nil:
 		return f.Index(), nil
@@ -334,7 +356,7 @@ func (g *group) transferLeadership(addr string) error {
 	} else {
 		f = g.raft.LeadershipTransferToServer(raft.ServerID(addr), raft.ServerAddress(addr))
 	}
-	if err := f.Error(); err != nil {
+	if err := futureErr(f, g.futureLimit()); err != nil {
 		return fmt.Errorf("transferring leadership of group %s: %w", g.id, err)
 	}
 	return nil

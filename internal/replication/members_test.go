@@ -1,9 +1,11 @@
 package replication
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 )
 
 // load counts, per member, the topics it holds and the topics it is the
@@ -134,3 +136,27 @@ func TestPlanMovesOffLeavingNode(t *testing.T) {
 		t.Fatal("removing one of three nodes under 3-replica topics was not refused")
 	}
 }
+
+// neverFuture is a Raft future that is never answered, as those queued
+// when an instance shuts down are not.
+type neverFuture struct{ block chan struct{} }
+
+func (f neverFuture) Error() error { <-f.block; return nil }
+
+// futureErr gives up on a future Raft never answers, so that a publish
+// to a group this node just left is answered (NOT_COMMITTED) rather than
+// never.
+func TestFutureErrGivesUp(t *testing.T) {
+	f := neverFuture{block: make(chan struct{})}
+	defer close(f.block)
+	if err := futureErr(f, 50*time.Millisecond); !errors.Is(err, ErrNotCommitted) {
+		t.Fatalf("futureErr of a future never answered = %v, want ErrNotCommitted", err)
+	}
+	if err := futureErr(raftErrFuture{errors.New("boom")}, time.Minute); err == nil || err.Error() != "boom" {
+		t.Fatalf("futureErr of an answered future = %v, want its error", err)
+	}
+}
+
+type raftErrFuture struct{ err error }
+
+func (f raftErrFuture) Error() error { return f.err }

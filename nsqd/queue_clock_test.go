@@ -46,11 +46,16 @@ func (c *fakeClock) Now() int64 {
 	return c.now
 }
 
+// AfterFunc arms a timer for d from the clock's now. One armed for now or
+// the past fires at once in its own goroutine, as a real one does: work
+// that finishes between two advances (a restart's stored messages loaded)
+// may arm a timer that is already due.
 func (c *fakeClock) AfterFunc(d time.Duration, f func()) clockTimer {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	t := &fakeTimer{c: c, at: c.now + int64(d), f: f, active: true}
+	t := &fakeTimer{c: c, f: f}
 	c.timers = append(c.timers, t)
+	t.armLocked(d)
 	return t
 }
 
@@ -58,8 +63,18 @@ func (t *fakeTimer) Reset(d time.Duration) bool {
 	t.c.mu.Lock()
 	defer t.c.mu.Unlock()
 	was := t.active
-	t.at, t.active = t.c.now+int64(d), true
+	t.armLocked(d)
 	return was
+}
+
+// armLocked sets the timer to fire d from now; the clock's lock is held.
+func (t *fakeTimer) armLocked(d time.Duration) {
+	if d <= 0 {
+		t.active = false
+		go t.f()
+		return
+	}
+	t.at, t.active = t.c.now+int64(d), true
 }
 
 func (t *fakeTimer) Stop() bool {
@@ -178,6 +193,12 @@ func (c *fakeConsumer) expectBodies(t *testing.T, when string, want ...string) {
 // and returns the last.
 func (c *fakeConsumer) expectDeliveries(t *testing.T, n int, when string) seen {
 	t.Helper()
+	// A timer already due when armed fires in its own goroutine: wait
+	// (bounded) for deliveries still on their way, then count.
+	deadline := time.Now().Add(10 * time.Second)
+	for len(c.deliveries()) < n && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
 	got := c.deliveries()
 	if len(got) != n {
 		t.Fatalf("%s: %d deliveries, want %d", when, len(got), n)

@@ -89,6 +89,13 @@ func TestClusterGrowsAndShrinks(t *testing.T) {
 	for i, topic := range topics {
 		c.createTopic(i, topic, "c")
 	}
+	// Any node, the meta leader or one that hands the call to it, refuses
+	// to remove a node that is no member.
+	for i := range c.nodes {
+		if code, body := httpCall(t, "POST", "http://"+c.nodes[i].http+"/cluster/remove?node=127.0.0.1:1", ""); code != http.StatusBadRequest || !strings.Contains(body, "NODE_NOT_MEMBER") {
+			t.Fatalf("removing a non-member through node %d: %d %s, want 400 NODE_NOT_MEMBER", i, code, body)
+		}
+	}
 	l := newLedger()
 	for _, topic := range topics {
 		c.consume(topic, "c", l)

@@ -122,8 +122,16 @@ func (c *control) send(ctx context.Context, method, addr, path string, q url.Val
 	case resp.StatusCode == http.StatusServiceUnavailable && bytes.HasPrefix(answer, []byte(controlNotLeader)):
 		return nil, &errControlNotLeader{leader: strings.TrimSpace(strings.TrimPrefix(string(answer), controlNotLeader))}
 	}
-	return nil, fmt.Errorf("control call %s to %s: %d %s", path, addr, resp.StatusCode, answer)
+	return nil, &controlRefusal{status: resp.StatusCode, msg: fmt.Sprintf("control call %s to %s: %d %s", path, addr, resp.StatusCode, answer)}
 }
+
+// controlRefusal is a control call's answer other than 200 or not-leader.
+type controlRefusal struct {
+	status int
+	msg    string
+}
+
+func (e *controlRefusal) Error() string { return e.msg }
 
 // callLeader makes a control call to a group's leader: to the first of
 // candidates (the members that may lead it), then to whichever leader

@@ -108,6 +108,10 @@ func (n *Node) viaMetaLeader(ctx context.Context, path string, q url.Values, loc
 		candidates = append([]string{string(addr)}, candidates...)
 	}
 	body, err := n.ctl.callLeader(ctx, candidates, path, q)
+	var refusal *controlRefusal
+	if errors.As(err, &refusal) && refusal.status == http.StatusBadRequest {
+		return nil, fmt.Errorf("%w: %v", ErrNotMember, err)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -137,7 +141,11 @@ func (n *Node) answerMoves(w http.ResponseWriter, req *http.Request, leaving str
 		return
 	}
 	moves, err := n.rebalance(req.Context(), leaving)
-	if err != nil {
+	switch {
+	case errors.Is(err, ErrNotMember):
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	case err != nil:
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}

@@ -55,22 +55,44 @@ func (c *testCluster) memberAddrs(i int) []string {
 }
 
 // moveCall posts a rebalance or a removal to node i and returns the moves
-// it made.
+// it made; anything but a 200 fails the test.
 func (c *testCluster) moveCall(i int, pathQuery string) []map[string]any {
 	c.t.Helper()
+	moves, ok := c.tryMoves(i, pathQuery)
+	if !ok {
+		c.t.Fatalf("POST %s to node %d did not answer 200 with its moves", pathQuery, i)
+	}
+	return moves
+}
+
+// tryMoves posts a rebalance or a removal to node i and returns the moves
+// it made, or false when it did not answer 200.
+func (c *testCluster) tryMoves(i int, pathQuery string) ([]map[string]any, bool) {
 	client := &http.Client{Timeout: 90 * time.Second}
 	resp, err := client.Post("http://"+c.nodes[i].http+pathQuery, "", nil)
 	if err != nil {
-		c.t.Fatalf("POST %s: %v", pathQuery, err)
+		return nil, false
 	}
 	defer resp.Body.Close()
 	var answer struct {
 		Moves []map[string]any `json:"moves"`
 	}
-	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&answer) != nil {
-		c.t.Fatalf("POST %s: %d", pathQuery, resp.StatusCode)
+	return answer.Moves, resp.StatusCode == http.StatusOK && json.NewDecoder(resp.Body).Decode(&answer) == nil
+}
+
+// waitThreeHolders waits until each of topics is held by three live
+// nodes, one of them its leader.
+func (c *testCluster) waitThreeHolders(topics []string) {
+	c.t.Helper()
+	for _, topic := range topics {
+		waitFor(c.t, 30*time.Second, func() string {
+			h, l := c.holders(topic)
+			return fmt.Sprintf("%s held by %v, led by %d", topic, h, l)
+		}, func() bool {
+			h, l := c.holders(topic)
+			return len(h) == 3 && l >= 0
+		})
 	}
-	return answer.Moves
 }
 
 // TestClusterGrowsAndShrinks: three nodes, three topics of three replicas
@@ -198,15 +220,7 @@ func TestClusterGrowsAndShrinks(t *testing.T) {
 	}, func() bool {
 		return len(heldBy(0)) == 0 && !slices.Contains(c.memberAddrs(1), c.nodes[0].cluster)
 	})
-	for _, topic := range topics {
-		waitFor(t, 30*time.Second, func() string {
-			h, l := c.holders(topic)
-			return fmt.Sprintf("%s held by %v, led by %d", topic, h, l)
-		}, func() bool {
-			h, l := c.holders(topic)
-			return len(h) == 3 && l > 0
-		})
-	}
+	c.waitThreeHolders(topics)
 	l.waitAcked(t, 300)
 
 	// The removed node, its data dir wiped (a replaced machine), joins
@@ -252,21 +266,6 @@ func (c *testCluster) metaLeader(i int) int {
 	return -1
 }
 
-// tryMoves posts a rebalance to node i and returns the moves it made, or
-// false when it did not answer 200.
-func (c *testCluster) tryMoves(i int) ([]map[string]any, bool) {
-	client := &http.Client{Timeout: 90 * time.Second}
-	resp, err := client.Post("http://"+c.nodes[i].http+"/cluster/rebalance", "", nil)
-	if err != nil {
-		return nil, false
-	}
-	defer resp.Body.Close()
-	var answer struct {
-		Moves []map[string]any `json:"moves"`
-	}
-	return answer.Moves, resp.StatusCode == http.StatusOK && json.NewDecoder(resp.Body).Decode(&answer) == nil
-}
-
 // TestClusterRebalanceCutShort: a fourth node joins a loaded cluster and
 // a rebalance starts; the meta leader, which carries it out, is SIGKILLed
 // in the middle and restarted. Rebalances called again until one has
@@ -294,7 +293,7 @@ func TestClusterRebalanceCutShort(t *testing.T) {
 	cut := make(chan struct{})
 	go func() {
 		defer close(cut)
-		_, _ = c.tryMoves(leader)
+		_, _ = c.tryMoves(leader, "/cluster/rebalance")
 	}()
 	// The first step of a move records the new member in the group: kill
 	// the meta leader as soon as it has.
@@ -313,19 +312,11 @@ func TestClusterRebalanceCutShort(t *testing.T) {
 	c.restart(leader)
 	other := (leader + 1) % len(c.nodes)
 	waitFor(t, 3*time.Minute, func() string { return "a rebalance that moves nothing more" }, func() bool {
-		moves, ok := c.tryMoves(other)
+		moves, ok := c.tryMoves(other, "/cluster/rebalance")
 		t.Logf("rebalance through node %d: %v %v", other, ok, moves)
 		return ok && len(moves) == 0
 	})
-	for _, topic := range topics {
-		waitFor(t, 30*time.Second, func() string {
-			h, l := c.holders(topic)
-			return fmt.Sprintf("%s held by %v, led by %d", topic, h, l)
-		}, func() bool {
-			h, l := c.holders(topic)
-			return len(h) == 3 && l >= 0
-		})
-	}
+	c.waitThreeHolders(topics)
 	held := 0
 	for _, topic := range topics {
 		if h, _ := c.holders(topic); slices.Contains(h, joined) {

@@ -52,9 +52,6 @@ func (n *Node) members() []string {
 	return v
 }
 
-// Members is the cluster's voters, sorted.
-func (n *Node) Members() []string { return n.members() }
-
 // joinInterval spaces a joining node's requests to be added.
 const joinInterval = time.Second
 

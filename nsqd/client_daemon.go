@@ -22,11 +22,10 @@ type clientDaemon interface {
 
 	// publishTo publishes to a topic by name, whatever its kind.
 	publishTo(ctx context.Context, topic string, bodies [][]byte, deferFor time.Duration, src publishSource) error
-	// readyToSubscribe is nil when this node serves consumers of topic
-	// (a replicated topic's are served by its leader), which it then
-	// gets ready for a subscriber of channel.
-	readyToSubscribe(topic, channel string) error
-	GetTopic(name string) (*Topic, error)
+	// consumeFrom is the topic a subscriber of channel consumes from, or
+	// why this node does not serve it (a replicated topic's consumers are
+	// served by its leader).
+	consumeFrom(topic, channel string) (*Topic, error)
 	refuseNewChannel(t *Topic, channel string) error
 	placeSubscription(sub *Subscription, client topology)
 

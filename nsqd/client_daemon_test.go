@@ -85,7 +85,9 @@ func (d *fakeDaemon) authEnabled() bool             { return false }
 func (d *fakeDaemon) serverTLS() *tls.Config        { return nil }
 func (d *fakeDaemon) unfinishedBodies() *bodyBudget { return d.bodies }
 
-func (d *fakeDaemon) GetTopic(name string) (*Topic, error) {
+func (d *fakeDaemon) consumeFrom(topic, _ string) (*Topic, error) { return d.getTopic(topic) }
+
+func (d *fakeDaemon) getTopic(name string) (*Topic, error) {
 	if d.world == nil || name != d.world.topic.name {
 		return nil, errFakeDaemon
 	}
@@ -93,14 +95,12 @@ func (d *fakeDaemon) GetTopic(name string) (*Topic, error) {
 }
 
 func (d *fakeDaemon) publishTo(_ context.Context, topic string, bodies [][]byte, deferFor time.Duration, _ publishSource) error {
-	if _, err := d.GetTopic(topic); err != nil || len(bodies) == 0 {
+	if _, err := d.getTopic(topic); err != nil || len(bodies) == 0 {
 		return err
 	}
 	_, err := d.world.put(bodies, deferFor)
 	return err
 }
-
-func (d *fakeDaemon) readyToSubscribe(string, string) error { return nil }
 
 func (d *fakeDaemon) refuseNewChannel(*Topic, string) error { return nil }
 

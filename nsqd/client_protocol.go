@@ -464,9 +464,6 @@ func checkSUB(c *client, params [][]byte) error {
 
 func (c *client) subscribe(params [][]byte, _ []byte) ([]byte, error) {
 	topicName, channelName := string(params[1]), string(params[2])
-	if err := c.d.readyToSubscribe(topicName, channelName); err != nil {
-		return nil, wire.NewFatalClientErr("E_SUB_FAILED", "SUB failed %s", err).WithParent(err)
-	}
 	// An ephemeral channel (or topic) can be deleted between lookup and
 	// subscribe when its last client leaves; retry with it recreated. A
 	// retired ephemeral topic stays in the daemon's map for a moment, hence
@@ -476,7 +473,7 @@ func (c *client) subscribe(params [][]byte, _ []byte) ([]byte, error) {
 		if i > 1 {
 			time.Sleep(time.Duration(i) * time.Millisecond)
 		}
-		t, err := c.d.GetTopic(topicName)
+		t, err := c.d.consumeFrom(topicName, channelName)
 		if err != nil {
 			return nil, wire.NewFatalClientErr("E_SUB_FAILED", "SUB failed %s", err).WithParent(err)
 		}

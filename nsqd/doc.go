@@ -16,9 +16,10 @@
 //     buffers, publish_buffers.go). client.go is the connection itself.
 //  2. nsqd.go: publishTo finds the topic (refused while draining,
 //     nsqd_drain.go; a replicated name takes the replication detour,
-//     nsqd_cluster.go), and NSQD.publishWith checks the memory guard,
-//     gives the batch IDs (guid.go) and a timestamp in one core per
-//     message that every copy shares (message.go: msgCore, entry), and
+//     nsqd_cluster.go, which only nsqd.go and http.go reach), and
+//     NSQD.publishWith checks the memory guard, gives the batch IDs
+//     (guid.go) and a timestamp in one core per message that every copy
+//     shares (message.go: msgCore, entry), and
 //     records the outcome for /ping (nsqd_health.go).
 //  3. topic.go: Topic.put fans the batch out to every channel (fanOut,
 //     through fanOutWithin in topic_policy.go, which reserves room under a

@@ -396,13 +396,19 @@ func (n *NSQD) closeListeners() {
 func (n *NSQD) exiting() bool { return n.closed.Load() }
 
 // GetTopic returns the topic, creating it if needed.
-func (n *NSQD) GetTopic(name string) (*Topic, error) { return n.getTopic(name, true) }
+func (n *NSQD) GetTopic(name string) (*Topic, error) { return n.getTopic(name, true, nil) }
 
 // An ephemeral topic that lost its last channel is retired: it takes no
 // message or channel and is about to be deleted. A caller that finds one
 // gets a new topic of the same name in its place at once, so that a SUB or
 // PUB racing the retirement never fails nor waits for the deletion.
-func (n *NSQD) getTopic(name string, notify bool) (*Topic, error) {
+//
+// notify is false for a topic that is restored (nsqd.dat) or made as a copy
+// of a record kept elsewhere: then no claim is checked, and nothing is
+// persisted. copyOf, when set, is that record's observer; the topic has it
+// before anyone can see the topic, so that it is never taken for this
+// node's own (Topic.recordedHere) and its channels inherit it.
+func (n *NSQD) getTopic(name string, notify bool, copyOf queueObserver) (*Topic, error) {
 	n.mu.RLock()
 	t, ok := n.topics[name]
 	n.mu.RUnlock()
@@ -438,6 +444,9 @@ func (n *NSQD) getTopic(name string, notify bool) (*Topic, error) {
 		n.mu.Unlock()
 		return nil, err
 	}
+	if copyOf != nil {
+		t.obs.set(copyOf)
+	}
 	starting := notify && !n.loading.Load() && n.lookup != nil
 	if starting {
 		t.holdForStart()
@@ -454,6 +463,28 @@ func (n *NSQD) getTopic(name string, notify bool) (*Topic, error) {
 		n.metadataChanged()
 	}
 	return t, nil
+}
+
+// statsTopics is what /stats lists, by name: this node's topics (nil when
+// topic names none of them) and the replicated topics it does not hold
+// (nsqd_cluster.go), which every node of a cluster lists. With channel
+// set, only those that have that channel.
+func (n *NSQD) statsTopics(topic, channel string) (local []*Topic, elsewhere []TopicStats) {
+	if topic == "" {
+		local = n.Topics()
+	} else if t, ok := n.GetExistingTopic(topic); ok {
+		local = []*Topic{t}
+	}
+	if channel != "" && local != nil {
+		with := local[:0] // Topics gives a copy
+		for _, t := range local {
+			if _, ok := t.GetExistingChannel(channel); ok {
+				with = append(with, t)
+			}
+		}
+		local = with
+	}
+	return local, n.heldElsewhere(local, topic, channel)
 }
 
 // GetExistingTopic returns the topic if it exists.
@@ -544,8 +575,9 @@ func (n *NSQD) unlistTopicLocked(t *Topic) {
 
 func (n *NSQD) onChannelCreated(t *Topic, ch *Channel) {
 	n.logf(slog.LevelInfo, "TOPIC(%s): new channel(%s)", t.name, ch.name)
-	if r := n.replicated(t.name); r != nil && !ch.ephemeral {
-		ch.obs.set(r)
+	// A copy's channels are copies too, heard by the same observer.
+	if o := t.obs.get(); o != nil && !ch.ephemeral {
+		ch.obs.set(o)
 	}
 	n.lookupRegister(t.name, ch.name)
 	if !n.loading.Load() && !ch.ephemeral && !t.ephemeral {
@@ -678,6 +710,20 @@ func (n *NSQD) publishTo(ctx context.Context, name string, bodies [][]byte, defe
 		}
 		time.Sleep(time.Duration(i) * time.Millisecond)
 	}
+}
+
+// consumeFrom is the one way in for a subscriber of topic's channel: the
+// topic's path is chosen here, as publishTo chooses a publisher's. A
+// replicated topic is served by its leader only, which readies the
+// channel on every node first (nsqd_cluster.go); an ordinary one is
+// created if needed.
+func (n *NSQD) consumeFrom(topic, channel string) (*Topic, error) {
+	if r := n.replicatedTopic(topic); r != nil {
+		if err := n.readyToSubscribe(r, topic, channel); err != nil {
+			return nil, err
+		}
+	}
+	return n.GetTopic(topic)
 }
 
 // validName is names.Valid, here so handlers read naturally.

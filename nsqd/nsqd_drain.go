@@ -27,11 +27,16 @@ const drainCheckInterval = 100 * time.Millisecond
 // lifecycle is the drain and self-stop state of a daemon.
 type lifecycle struct {
 	draining atomic.Bool
-	doneOnce sync.Once
-	done     chan struct{} // closed when the daemon is finished by itself
+	// drainStarted is closed when a drain starts, for the parts of the
+	// daemon that have something to hand over then.
+	drainStarted chan struct{}
+	doneOnce     sync.Once
+	done         chan struct{} // closed when the daemon is finished by itself
 }
 
-func newLifecycle() lifecycle { return lifecycle{done: make(chan struct{})} }
+func newLifecycle() lifecycle {
+	return lifecycle{drainStarted: make(chan struct{}), done: make(chan struct{})}
+}
 
 // finish reports the daemon finished: drained, or asked to shut down.
 func (l *lifecycle) finish() { l.doneOnce.Do(func() { close(l.done) }) }
@@ -59,7 +64,7 @@ func (n *NSQD) Drain() {
 		"topics", rem.Topics, "channels", rem.Channels, "depth", rem.Depth,
 		"in_flight", rem.InFlight, "deferred", rem.Deferred)
 	n.announceIdentity()
-	n.handOverLeadership()
+	close(n.life.drainStarted)
 	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()

@@ -113,7 +113,7 @@ func isMetadataTmp(name string) bool {
 func (n *NSQD) snapshotMetadata() *metadata {
 	m := &metadata{Version: version.Version}
 	for _, t := range n.Topics() {
-		if !n.ownsTopic(t) {
+		if !t.recordedHere() {
 			continue
 		}
 		// Channels stays nil without channels: NSQ writes "channels":null.
@@ -168,7 +168,7 @@ func (n *NSQD) loadMetadata() error {
 			n.logf(slog.LevelWarn, "skipping creation of ephemeral topic %s", tm.Name)
 			continue
 		}
-		t, err := n.getTopic(tm.Name, false)
+		t, err := n.getTopic(tm.Name, false, nil)
 		if err != nil {
 			return fmt.Errorf("restore topic %s: %w", tm.Name, err)
 		}

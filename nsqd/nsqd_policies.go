@@ -78,7 +78,7 @@ func readPolicies(dataPath string) (*storedPolicies, error) {
 func (n *NSQD) snapshotPolicies() (*storedPolicies, error) {
 	sp := &storedPolicies{Topics: map[string]storedTopicPolicies{}}
 	for _, t := range n.Topics() {
-		if !n.ownsTopic(t) {
+		if !t.recordedHere() {
 			continue
 		}
 		var st storedTopicPolicies

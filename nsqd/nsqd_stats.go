@@ -11,38 +11,15 @@ import (
 // a topic filter naming no topic gives nil ("topics":null), and with a
 // channel filter only the topics that have that channel are listed.
 func (n *NSQD) Stats(topic, channel string, includeClients bool) []TopicStats {
-	var out []TopicStats
-	if topics := n.statsTopics(topic, channel); topics != nil {
-		out = make([]TopicStats, 0, len(topics))
-		for _, t := range topics {
-			out = append(out, t.stats(channel, topic, includeClients))
-		}
-	}
-	return n.replicationStats(out, topic, channel)
-}
-
-// statsTopics lists the topics of this node /stats shows, by name: nil when
-// topic names no topic, and with channel set only those that have that
-// channel.
-func (n *NSQD) statsTopics(topic, channel string) []*Topic {
-	var topics []*Topic
-	if topic == "" {
-		topics = n.Topics()
-	} else if t, ok := n.GetExistingTopic(topic); ok {
-		topics = []*Topic{t}
-	} else {
+	topics, elsewhere := n.statsTopics(topic, channel)
+	if topics == nil && elsewhere == nil {
 		return nil
 	}
-	if channel == "" {
-		return topics
-	}
-	out := topics[:0]
+	out := make([]TopicStats, 0, len(topics)+len(elsewhere))
 	for _, t := range topics {
-		if _, ok := t.GetExistingChannel(channel); ok {
-			out = append(out, t)
-		}
+		out = append(out, t.stats(channel, topic, includeClients))
 	}
-	return out
+	return append(out, elsewhere...)
 }
 
 // producerStats lists connected clients that have published; nil when
@@ -75,8 +52,7 @@ func (n *NSQD) writeStatsJSON(w io.Writer, buf []byte, q statsQuery, head statsH
 	e.buf = appendKeyString(e.buf, `,"health":`, head.health)
 	e.buf = appendKeyInt(e.buf, `,"start_time":`, head.startTime)
 	e.buf = append(e.buf, `,"topics":`...)
-	topics := n.statsTopics(q.topic, q.channel)
-	remote := n.remoteReplicatedStats(topics, q.topic, q.channel)
+	topics, remote := n.statsTopics(q.topic, q.channel)
 	if topics == nil && remote == nil {
 		e.buf = append(e.buf, "null"...)
 	} else {
@@ -88,7 +64,7 @@ func (n *NSQD) writeStatsJSON(w io.Writer, buf []byte, q statsQuery, head statsH
 			if i > 0 {
 				e.buf = append(e.buf, ',')
 			}
-			e.topic(n, t, q)
+			e.topic(t, q)
 		}
 		for i := range remote {
 			if i > 0 || len(topics) > 0 {

@@ -7,6 +7,7 @@ import (
 	"hash/crc32"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"slices"
 	"time"
@@ -358,6 +359,29 @@ func validateOptions(o *Options) error {
 	}
 	if o.StatsdAddress != "" && (o.StatsdInterval <= 0 || o.StatsdUDPPacketSize <= 0) {
 		return errors.New("--statsd-interval and --statsd-udp-packet-size must be positive")
+	}
+	return nil
+}
+
+// validateCluster checks the cluster flags: peers need an address, and
+// this node is one of its peers.
+func validateCluster(o *Options) error {
+	if o.ClusterAddress == "" {
+		if len(o.ClusterPeers) > 0 || o.ClusterJoin != "" {
+			return errors.New("--cluster-peers and --cluster-join need --cluster-address")
+		}
+		return nil
+	}
+	if o.ClusterJoin != "" {
+		if _, _, err := net.SplitHostPort(o.ClusterJoin); err != nil {
+			return fmt.Errorf("--cluster-join %q: %w", o.ClusterJoin, err)
+		}
+	}
+	if _, _, err := net.SplitHostPort(o.ClusterAddress); err != nil {
+		return fmt.Errorf("--cluster-address %q: %w", o.ClusterAddress, err)
+	}
+	if len(o.ClusterPeers) > 0 && !slices.Contains(o.ClusterPeers, o.ClusterAddress) {
+		return fmt.Errorf("--cluster-peers must include this node's --cluster-address %s", o.ClusterAddress)
 	}
 	return nil
 }

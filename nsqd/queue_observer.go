@@ -1,6 +1,10 @@
 package nsqd
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+
+	"github.com/nsqgo/nsq/internal/statsdoc"
+)
 
 // queueObserver hears every change to the messages of a topic's or a
 // channel's queues that a record kept elsewhere must follow: the leader's
@@ -19,6 +23,12 @@ type queueObserver interface {
 	Requeued(topic, channel string, id [16]byte, due int64, attempts uint16)
 	// Touched: a TOUCH moved id's deadline to deadline (unix ns).
 	Touched(topic, channel string, id [16]byte, deadline int64, attempts uint16)
+}
+
+// A recordReporter is an observer that also tells the state of the record
+// it keeps, which the topic's stats show as their "replication" object.
+type recordReporter interface {
+	Status(topic string) statsdoc.Replication
 }
 
 // observerSlot holds a queue's observer, if any, for lock-free reads.

@@ -58,7 +58,7 @@ func (e *statsEncoder) flushIfFull() {
 
 // topic appends one topic with its channels, writing out full chunks as
 // it goes.
-func (e *statsEncoder) topic(n *NSQD, t *Topic, q statsQuery) {
+func (e *statsEncoder) topic(t *Topic, q statsQuery) {
 	ts := t.ownStats()
 	e.buf = appendTopicHeadJSON(e.buf, &ts)
 	first := true
@@ -70,7 +70,6 @@ func (e *statsEncoder) topic(n *NSQD, t *Topic, q statsQuery) {
 		e.buf = appendChannelJSON(e.buf, cs)
 		e.flushIfFull()
 	})
-	ts.Replication = n.replicationOf(t.name)
 	e.buf = appendTopicTailJSON(e.buf, &ts)
 	e.flushIfFull()
 }

@@ -405,6 +405,12 @@ func (t *Topic) unlock() {
 	t.mu.Unlock()
 }
 
+// recordedHere reports whether this node's nsqd.dat and policies file are
+// the topic's record: not for an ephemeral topic, nor for a copy of a
+// record kept elsewhere (an observed topic, such as a replicated topic's
+// copy on its leader).
+func (t *Topic) recordedHere() bool { return !t.ephemeral && !t.obs.observed() }
+
 // isRetired reports whether the topic is an ephemeral topic on its way out.
 func (t *Topic) isRetired() bool { return t.state().retired() }
 

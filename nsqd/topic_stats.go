@@ -48,6 +48,10 @@ func (t *Topic) ownStats() TopicStats {
 	if r := t.blocked.Load(); r != nil {
 		s.BacklogBlocked = *r
 	}
+	if r, ok := t.obs.get().(recordReporter); ok {
+		st := r.Status(t.name)
+		s.Replication = &st
+	}
 	return s
 }
 

@@ -1134,3 +1134,56 @@ func TestReplicatedChangeInEffectWhenAnswered(t *testing.T) {
 		}
 	}
 }
+
+// TestReplicatedTopicDeleted: a replicated topic deleted (through each
+// node in turn) is gone from every node's replicated state, stats and
+// local queues, and stays gone: the group leader's keeper, woken by the
+// group's deletion, must not create it again from the placement, which is
+// deleted after the group's copy. The name is then free for a new
+// replicated topic, which starts empty.
+func TestReplicatedTopicDeleted(t *testing.T) {
+	nodes := startTestCluster(t, 3)
+	const topic = "gone"
+	for round, via := range append(nodes, nodes...) {
+		createReplicated(t, nodes, nodes[0], nodes[0], topic, "c")
+		for i := range 2 {
+			via.mustDo("POST", "/pub?topic="+topic, fmt.Sprint("r", round, "-", i), 200)
+		}
+		waitHeld(t, nodes, topic, "c", "the publishes held on every node", 2)
+		via.mustDo("POST", "/topic/delete?topic="+topic, "", 200)
+		present := func() string {
+			for _, d := range nodes {
+				for _, v := range d.repl.Topics() {
+					if v.Name == topic {
+						return d.opts.ClusterAddress + "'s replicated state"
+					}
+				}
+				if _, ok := d.GetExistingTopic(topic); ok {
+					return d.opts.ClusterAddress + "'s local queues"
+				}
+				if len(d.Stats(topic, "", false)) > 0 {
+					return d.opts.ClusterAddress + "'s stats"
+				}
+			}
+			return ""
+		}
+		for start := time.Now(); ; time.Sleep(20 * time.Millisecond) {
+			where := present()
+			if where == "" {
+				break
+			}
+			if time.Since(start) > 30*time.Second {
+				t.Fatalf("round %d: 30 s after its deletion through %s the topic is still in %s", round, via.opts.ClusterAddress, where)
+			}
+		}
+		// The keeper looks over its groups at least every keepInterval;
+		// two of them show whether it brings the topic back.
+		deadline := time.Now().Add(2 * time.Second)
+		for time.Now().Before(deadline) {
+			if where := present(); where != "" {
+				t.Fatalf("round %d: the topic deleted through %s is back in %s", round, via.opts.ClusterAddress, where)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+}

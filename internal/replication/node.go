@@ -127,8 +127,14 @@ type Node struct {
 	// is moving replicas off, which new topics are not placed on.
 	rebalancing chan struct{}
 	leaving     atomic.Pointer[string]
-	cancel      context.CancelFunc
-	wg          sync.WaitGroup
+	// placing is held, on a data group's leader, while a placed topic is
+	// created in its group (ensureTopic) or a topic is deleted from its
+	// group and then unplaced (DeleteTopic): between those two commits
+	// the placement outlives the group's copy, which ensureTopic must not
+	// take for a create to finish.
+	placing sync.Mutex
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
 }
 
 // Start opens the log, joins the cluster (bootstrapping it on first start)
@@ -425,6 +431,11 @@ func (n *Node) ensureTopic(ctx context.Context, g *group, topic string) error {
 	if g == n.meta || g.fsm.replicas(topic) > 0 {
 		return nil
 	}
+	n.placing.Lock()
+	defer n.placing.Unlock()
+	if g.fsm.replicas(topic) > 0 {
+		return nil
+	}
 	p, ok := n.meta.fsm.placeOf(topic)
 	if !ok {
 		return fmt.Errorf("%w: topic %s is not placed", ErrNotCommitted, topic)
@@ -433,16 +444,37 @@ func (n *Node) ensureTopic(ctx context.Context, g *group, topic string) error {
 }
 
 // DeleteTopic deletes a replicated topic everywhere: from its group's
-// state on its leader, then its placement.
+// state on its leader, then its placement, so that a topic is in a group
+// only while it is placed there. Until this node's meta state has the
+// placement gone too, it holds placing, so that its keeper does not take
+// the placement for a create to finish. Should the placement's deletion
+// fail, the keeper makes an empty topic of it again, and the error asks
+// for a retry. A keeper elsewhere is not held off: should the group's
+// leadership move between the two commits, the new leader may make the
+// topic again before it applies the placement's deletion.
 func (n *Node) DeleteTopic(ctx context.Context, topic string) error {
 	return n.submit(ctx, topic, func(ctx context.Context, g *group) error {
+		n.placing.Lock()
+		defer n.placing.Unlock()
 		if err := g.commitSettled(ctx, &entry{op: opDeleteTopic, topic: topic}); err != nil {
 			return err
 		}
 		if g == n.meta {
 			return nil
 		}
-		return n.commitTo(ctx, theGroup, &entry{op: opDeleteTopic, topic: topic})
+		if err := n.commitTo(ctx, theGroup, &entry{op: opDeleteTopic, topic: topic}); err != nil {
+			return err
+		}
+		// Committed through another node (the meta leader), the deletion
+		// may not be applied here yet.
+		for {
+			if _, placed := n.meta.fsm.placeOf(topic); !placed {
+				return nil
+			}
+			if !sleepCtx(ctx, 10*time.Millisecond) {
+				return fmt.Errorf("%w: this node has not applied the topic's deletion from the meta group", ErrNotCommitted)
+			}
+		}
 	}, func(ctx context.Context, l NodeInfo) error {
 		return n.http.call(ctx, l, "/topic/delete", "topic", topic)
 	})

@@ -148,7 +148,7 @@ func (n *Node) kickKeeper() {
 // leadership to the preferred leader. It deletes nothing: a topic is
 // deleted from its group before its placement (DeleteTopic), and a
 // keeper whose meta state lags could take a new placement for a deleted
-// one.
+// one. Nor does it create a topic that this node is deleting (placing).
 func (n *Node) keep(ctx context.Context) {
 	t := time.NewTicker(keepInterval)
 	defer t.Stop()

@@ -166,16 +166,26 @@ func (n *NSQD) replicatedTopic(name string) *replication.Node {
 // is called under NSQD.mu, which a topic is made under and which
 // clusterHost.HoldsOrdinary takes too: an ordinary topic made before this
 // node applied a create's claim is seen by the claim's answer, and none
-// is made after.
+// is made after. A node that is joining the cluster makes no topic of a
+// name it does not know yet: it learns the replicated ones only once it
+// is a member.
 func (n *NSQD) claimedErr(name string) error {
 	switch {
-	case n.repl == nil || !n.repl.Claimed(name):
+	case n.repl == nil:
+		return nil
+	case n.repl.Joining() && !names.IsEphemeral(name):
+		return errJoining
+	case !n.repl.Claimed(name):
 		return nil
 	case n.repl.Replicas(name) > 0:
 		return errNotLeader
 	}
 	return errNameClaimed
 }
+
+// errJoining refuses a new topic on a node that is joining the cluster,
+// until it knows which names are replicated.
+var errJoining = errors.New("this node is joining the cluster and does not know the replicated topics yet")
 
 // clusterHost is the daemon as the replication layer drives it while this
 // node leads.
@@ -359,6 +369,9 @@ func (h clusterHost) Policy(topic, channel string, patch []byte) error {
 // only the leader serves consumers, and a new channel is created on every
 // node before anyone consumes from it.
 func (n *NSQD) readyToSubscribe(r *replication.Node, topic, channel string) error {
+	if r.Removed() {
+		return fmt.Errorf("topic %s is replicated and %w", topic, replication.ErrRemoved)
+	}
 	if !r.Leads(topic) {
 		l, _ := r.LeaderOf(topic)
 		return fmt.Errorf("topic %s is replicated and this node does not lead it (leader: %q)", topic, l.TCP)
@@ -468,6 +481,11 @@ func clusterAPIErr(err error) (answer error, ok bool) {
 		return apiErr(http.StatusServiceUnavailable, "NOT_COMMITTED: "+err.Error()), true
 	case errors.Is(err, replication.ErrChannelNotFound):
 		return apiErr(http.StatusNotFound, "CHANNEL_NOT_FOUND"), true
+	case errors.Is(err, errJoining):
+		return apiErr(http.StatusServiceUnavailable, "NOT_COMMITTED: "+err.Error()), true
+	case errors.Is(err, replication.ErrRemoved):
+		// 503 as for a node that is exiting: the client should go elsewhere.
+		return apiErr(http.StatusServiceUnavailable, "NODE_REMOVED"), true
 	}
 	return nil, false
 }
@@ -696,6 +714,8 @@ func (s *httpServer) moves(r *http.Request, do func(context.Context, *replicatio
 	switch {
 	case errors.Is(err, replication.ErrNotMember):
 		return nil, apiErr(http.StatusBadRequest, "NODE_NOT_MEMBER")
+	case errors.Is(err, replication.ErrRemoved):
+		return nil, apiErr(http.StatusServiceUnavailable, "NODE_REMOVED")
 	case err != nil:
 		return nil, apiErr(http.StatusInternalServerError, "MOVE_FAILED: "+err.Error())
 	}

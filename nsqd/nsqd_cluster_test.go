@@ -1187,3 +1187,56 @@ func TestReplicatedTopicDeleted(t *testing.T) {
 		}
 	}
 }
+
+// TestJoiningNodeMakesNoTopicOfUnknownNames: a node started to join a
+// running cluster knows none of its replicated topics until it is a
+// member. Until then a publish to a name it does not know is refused
+// (retryable), not taken into an ordinary topic that no consumer of the
+// replicated one would ever see; once it has joined, the same publish goes
+// into the replicated topic.
+func TestJoiningNodeMakesNoTopicOfUnknownNames(t *testing.T) {
+	nodes := startTestCluster(t, 3)
+	const topic = "known"
+	createReplicated(t, nodes, nodes[0], nodes[0], topic, "c")
+	peers := append([]string(nil), nodes[0].opts.ClusterPeers...)
+
+	start := func(join string) *testDaemon {
+		t.Helper()
+		o := testOptions(t)
+		o.BroadcastAddress = "127.0.0.1"
+		o.ClusterAddress = testutil.FreeAddrs(t, 1)[0]
+		o.ClusterPeers = append(slices.Clone(peers), o.ClusterAddress)
+		o.ClusterJoin = join
+		nd, err := New(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := &testDaemon{NSQD: nd, t: t}
+		if err := d.Start(); err != nil {
+			t.Fatal(err)
+		}
+		d.tcp, d.http = d.TCPAddr().String(), d.HTTPAddr().String()
+		t.Cleanup(d.stop)
+		return d
+	}
+
+	// Its member to join through is down: it stays a joining node.
+	stranded := start(testutil.FreeAddrs(t, 1)[0])
+	code, body := stranded.do("POST", "/pub?topic="+topic, "too early")
+	if code != 503 || !strings.Contains(body, "joining the cluster") {
+		t.Fatalf("publish through a node that has not joined yet: %d %s, want 503 NOT_COMMITTED (joining)", code, body)
+	}
+	if _, ok := stranded.GetExistingTopic(topic); ok {
+		t.Fatalf("the joining node made a topic of the replicated name %s", topic)
+	}
+	if code, body := stranded.do("POST", "/pub?topic=local%23ephemeral", "fine"); code != 200 {
+		t.Fatalf("publish to an ephemeral topic through the joining node: %d %s, want 200", code, body)
+	}
+
+	joined := start(nodes[0].opts.ClusterAddress)
+	testutil.WaitFor(t, "the new node a member that has caught up", 30*time.Second, func() bool {
+		return !joined.repl.Joining()
+	})
+	joined.mustDo("POST", "/pub?topic="+topic, "after joining", 200)
+	waitHeld(t, nodes, topic, "c", "the joined node's publish in the replicated topic", 1)
+}

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -102,7 +101,8 @@ func (c *testCluster) waitThreeHolders(topics []string) {
 // POST /cluster/rebalance moves replicas onto it, and restarted it is a
 // member still, holding what it held; then POST
 // /cluster/remove moves everything off the first node and takes it out;
-// wiped, that node joins again and a rebalance gives it its share. Every
+// told so, that node refuses replicated publishes, and restarted with
+// --cluster-join it joins again and a rebalance gives it its share. Every
 // acknowledged message is consumed, and every topic has three replicas in
 // the cluster's record throughout.
 func TestClusterGrowsAndShrinks(t *testing.T) {
@@ -223,12 +223,23 @@ func TestClusterGrowsAndShrinks(t *testing.T) {
 	c.waitThreeHolders(topics)
 	l.waitAcked(t, 300)
 
-	// The removed node, its data dir wiped (a replaced machine), joins
-	// again under its old address, and a rebalance gives it its share.
-	c.kill(0)
-	if err := os.RemoveAll(c.nodes[0].data); err != nil {
-		t.Fatal(err)
+	// The removed node is told: it says so in /cluster, and refuses
+	// publishes to the replicated topics rather than forward them.
+	waitFor(t, 30*time.Second, func() string {
+		v, _ := clusterView(c.nodes[0].http)
+		return fmt.Sprintf("the removed node's /cluster says removed (it says %+v)", v)
+	}, func() bool {
+		v, ok := clusterView(c.nodes[0].http)
+		return ok && v.Removed && len(v.Members) == 0
+	})
+	if code, body := httpCall(t, "POST", "http://"+c.nodes[0].http+"/pub?topic="+topics[0], "after removal"); code != http.StatusServiceUnavailable || !strings.Contains(body, "NODE_REMOVED") {
+		t.Fatalf("publish through the removed node: %d %s, want 503 NODE_REMOVED", code, body)
 	}
+
+	// Restarted with --cluster-join, the removed node drops its old
+	// cluster state and joins again under its old address, and a
+	// rebalance gives it its share.
+	c.kill(0)
 	c.nodes[0].join = c.nodes[1].cluster
 	c.restart(0)
 	waitFor(t, 30*time.Second, func() string { return fmt.Sprintf("node 1 lists members %v", c.memberAddrs(1)) },

@@ -9,6 +9,10 @@ package clusterdoc
 // data groups) and where each replicated topic lives: its group, whose
 // members are its replica set, and its leader.
 type Cluster struct {
+	// Removed is set on a node that was removed from the cluster: it
+	// serves no replicated topic, and Members, Groups and Topics are
+	// empty, as what it knew of them is stale.
+	Removed bool     `json:"removed,omitempty"`
 	Members []Member `json:"members"`
 	Groups  []Group  `json:"groups"`
 	Topics  []Topic  `json:"topics"`

@@ -17,6 +17,9 @@ const theGroup = "0"
 // group's members, every group (those this node is not a member of as
 // the meta group records them), and every replicated topic.
 func (n *Node) Cluster() (clusterdoc.Cluster, error) {
+	if n.removed.Load() {
+		return clusterdoc.Cluster{Removed: true, Members: []clusterdoc.Member{}, Groups: []clusterdoc.Group{}, Topics: []clusterdoc.Topic{}}, nil
+	}
 	future := n.meta.raft.GetConfiguration()
 	if err := future.Error(); err != nil {
 		return clusterdoc.Cluster{}, fmt.Errorf("reading the Raft configuration: %w", err)

@@ -66,6 +66,8 @@ func (n *Node) startControl() error {
 	mux.HandleFunc("POST /group/config", n.handleGroupConfig)
 	mux.HandleFunc("POST /rebalance", n.handleRebalance)
 	mux.HandleFunc("POST /remove", n.handleRemove)
+	mux.HandleFunc("POST /members", n.handleMembers)
+	mux.HandleFunc("POST /removed", n.handleRemoved)
 	c := &control{stream: stream, done: make(chan struct{}),
 		srv: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}}
 	tr := &http.Transport{

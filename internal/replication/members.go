@@ -55,6 +55,22 @@ func (n *Node) members() []string {
 // joinInterval spaces a joining node's requests to be added.
 const joinInterval = time.Second
 
+// Joining reports whether this node, started to join a running cluster
+// (Config.Join), is not yet a member that has caught up with the meta
+// group: until then it knows none of the replicated topics, and must not
+// take one of their names for an ordinary topic's. A node that gets there
+// stays there.
+func (n *Node) Joining() bool {
+	if n.cfg.Join == "" || n.joined.Load() {
+		return false
+	}
+	if v, err := n.meta.votersNow(); err != nil || !slices.Contains(v, n.cfg.Address) || !n.meta.caughtUp() {
+		return true
+	}
+	n.joined.Store(true)
+	return false
+}
+
 // join asks the member at cfg.Join, and the meta leader it names, to add
 // this node to the meta group, until it is a voter there or ctx ends.
 func (n *Node) join(ctx context.Context) {
@@ -96,6 +112,9 @@ func (n *Node) Remove(ctx context.Context, node string) ([]Move, error) {
 // viaMetaLeader runs local when this node leads the meta group, else makes
 // the control call path on the meta leader and decodes its moves.
 func (n *Node) viaMetaLeader(ctx context.Context, path string, q url.Values, local func(context.Context) ([]Move, error)) ([]Move, error) {
+	if n.removed.Load() {
+		return nil, ErrRemoved
+	}
 	if n.meta.isLeader() {
 		return local(ctx)
 	}
@@ -187,6 +206,7 @@ func (n *Node) rebalance(ctx context.Context, leaving string) ([]Move, error) {
 			return done, err
 		}
 		n.cfg.Log.Info("replication: node removed from the cluster", "node", leaving)
+		n.tellRemoved(ctx, leaving)
 	}
 	return done, nil
 }
@@ -426,22 +446,26 @@ func cloneGroups(groups map[string][]string) map[string][]string {
 func (n *Node) stopLeftGroups() {
 	groups := n.meta.fsm.groupsNow()
 	for _, g := range n.dataGroups() {
-		voters, ok := groups[g.id]
-		if !ok || slices.Contains(voters, n.cfg.Address) {
-			continue
+		if voters, ok := groups[g.id]; ok && !slices.Contains(voters, n.cfg.Address) {
+			n.stopGroup(g)
 		}
-		n.gmu.Lock()
-		delete(n.groups, g.id)
-		n.gmu.Unlock()
-		if err := g.close(); err != nil {
-			n.cfg.Log.Warn("replication: stopping a group this node left", "group", g.id, "err", err)
-		}
-		dir := filepath.Join(n.cfg.DataDir, "groups", g.id)
-		if err := os.RemoveAll(dir); err != nil {
-			n.cfg.Log.Warn("replication: deleting the state of a group this node left", "group", g.id, "err", err)
-		}
-		n.cfg.Log.Info("replication: left group", "group", g.id)
 	}
+}
+
+// stopGroup stops this node's copy of a data group it is no member of
+// and deletes its state.
+func (n *Node) stopGroup(g *group) {
+	n.gmu.Lock()
+	delete(n.groups, g.id)
+	n.gmu.Unlock()
+	if err := g.close(); err != nil {
+		n.cfg.Log.Warn("replication: stopping a group this node left", "group", g.id, "err", err)
+	}
+	dir := filepath.Join(n.cfg.DataDir, "groups", g.id)
+	if err := os.RemoveAll(dir); err != nil {
+		n.cfg.Log.Warn("replication: deleting the state of a group this node left", "group", g.id, "err", err)
+	}
+	n.cfg.Log.Info("replication: left group", "group", g.id)
 }
 
 // placementPeers is the members a new topic may be placed on: all but one

@@ -133,8 +133,13 @@ type Node struct {
 	// the placement outlives the group's copy, which ensureTopic must not
 	// take for a create to finish.
 	placing sync.Mutex
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
+	// removed: this node was removed from the cluster (removal.go).
+	removed atomic.Bool
+	// joined: this node, started to join, is a member and caught up
+	// (Joining).
+	joined atomic.Bool
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
 }
 
 // Start opens the log, joins the cluster (bootstrapping it on first start)
@@ -149,6 +154,10 @@ func Start(cfg Config) (*Node, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("replication data dir: %w", err)
 	}
+	removed, err := leaveRemoved(&cfg)
+	if err != nil {
+		return nil, err
+	}
 	addr, err := net.ResolveTCPAddr("tcp", cfg.Address)
 	if err != nil {
 		return nil, fmt.Errorf("cluster address %q: %w", cfg.Address, err)
@@ -160,6 +169,7 @@ func Start(cfg Config) (*Node, error) {
 	n := &Node{cfg: cfg, groups: make(map[string]*group), draining: make(chan struct{}), kick: make(chan struct{}, 1),
 		claims: newClaimAnswers(), answers: make(chan claimAnswer, answerQueue), creating: make(chan struct{}, 1),
 		rebalancing: make(chan struct{}, 1)}
+	n.removed.Store(removed)
 	n.mux = clustermux.New(ln, addr, dial, theGroup, cfg.Log)
 	if err := n.startControl(); err != nil {
 		n.mux.Close()
@@ -250,6 +260,9 @@ func (n *Node) route(topic string) (*group, string) {
 // every replicated topic before it serves clients. It reports whether it
 // got there.
 func (n *Node) WaitCaughtUp(ctx context.Context) bool {
+	if n.removed.Load() {
+		return false
+	}
 	if !pollUntil(ctx, 20*time.Millisecond, n.meta.caughtUp) {
 		return false
 	}
@@ -286,7 +299,7 @@ func pollUntil(ctx context.Context, every time.Duration, done func() bool) bool 
 // available. A name claimed by a create being decided is waited for
 // first.
 func (n *Node) Learn(ctx context.Context, topic string) bool {
-	if !n.waitDecided(ctx, topic) {
+	if n.removed.Load() || !n.waitDecided(ctx, topic) {
 		return false
 	}
 	if n.Replicas(topic) > 0 {
@@ -309,7 +322,7 @@ func (n *Node) Replicas(topic string) int { return n.meta.fsm.replicas(topic) }
 // leads the topic's group and has loaded its queues.
 func (n *Node) Leads(topic string) bool {
 	g, _ := n.route(topic)
-	return g != nil && g.fsm.isActive()
+	return g != nil && g.fsm.isActive() && !n.removed.Load()
 }
 
 // IsLeaderOf reports whether this node is the Raft leader of the topic's
@@ -359,6 +372,9 @@ func (n *Node) Status(topic string) Status {
 // their channels' depths, for the stats of a node that does not lead
 // them.
 func (n *Node) Topics() []TopicView {
+	if n.removed.Load() {
+		return nil // what this node knew of them is stale
+	}
 	out := n.meta.fsm.views()
 	for _, g := range n.dataGroups() {
 		out = append(out, g.fsm.views()...)
@@ -597,6 +613,9 @@ const leaderRetry = 50 * time.Millisecond
 // meta group for a name that is not replicated), or hands the call to the
 // leader, trying again while the node it reached no longer leads.
 func (n *Node) submit(ctx context.Context, topic string, local func(context.Context, *group) error, forward func(context.Context, NodeInfo) error) error {
+	if n.removed.Load() {
+		return ErrRemoved
+	}
 	ctx, cancel := context.WithTimeout(ctx, n.cfg.Timeout)
 	defer cancel()
 	for {

@@ -152,7 +152,19 @@ func (n *Node) kickKeeper() {
 func (n *Node) keep(ctx context.Context) {
 	t := time.NewTicker(keepInterval)
 	defer t.Stop()
+	var m membership
 	for {
+		n.checkMembership(ctx, &m)
+		if n.removed.Load() {
+			n.stopAllGroups()
+			select {
+			case <-ctx.Done():
+				return
+			case <-n.kick:
+			case <-t.C:
+			}
+			continue
+		}
 		n.stopLeftGroups()
 		n.startGroups()
 		n.recordDraining(ctx)

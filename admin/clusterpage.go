@@ -30,6 +30,7 @@ type clusterPageView struct {
 	Topics   []clusterdoc.Topic
 	Answered int
 	Outside  []string // nsqd nodes started without --cluster-address
+	Removed  []string // nsqd nodes removed from the cluster (POST /cluster/remove)
 }
 
 // raftClusterView asks every nsqd node for its GET /cluster. A node
@@ -60,6 +61,10 @@ func (a *Admin) raftClusterView(ctx context.Context) (*clusterPageView, []NodeEr
 	for _, ans := range got {
 		if ans.outside {
 			pv.Outside = append(pv.Outside, ans.addr)
+			continue
+		}
+		if ans.view.Removed { // it knows nothing current of the cluster
+			pv.Removed = append(pv.Removed, ans.addr)
 			continue
 		}
 		pv.Answered++

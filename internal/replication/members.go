@@ -56,27 +56,26 @@ func (n *Node) members() []string {
 const joinInterval = time.Second
 
 // Joining reports whether this node, started to join a running cluster
-// (Config.Join), is not yet a member that has caught up with the meta
-// group: until then it knows none of the replicated topics, and must not
-// take one of their names for an ordinary topic's. A node that gets there
-// stays there.
-func (n *Node) Joining() bool {
-	if n.cfg.Join == "" || n.joined.Load() {
-		return false
-	}
-	if v, err := n.meta.votersNow(); err != nil || !slices.Contains(v, n.cfg.Address) || !n.meta.caughtUp() {
-		return true
-	}
-	n.joined.Store(true)
-	return false
-}
+// (Config.Join), has yet to become a member that has applied the meta
+// group's log as far as its leader had committed it then: until then it
+// does not know every replicated topic, and must not take one of their
+// names for an ordinary topic's. (Raft's own view of being caught up is
+// not enough: a follower's commit index is capped at the last entry it
+// has, so it looks caught up after each batch of a long log.) A node
+// that was a member already when it started is not joining.
+func (n *Node) Joining() bool { return n.cfg.Join != "" && !n.joined.Load() }
 
 // join asks the member at cfg.Join, and the meta leader it names, to add
-// this node to the meta group, until it is a voter there or ctx ends.
+// this node to the meta group, until it is a voter there or ctx ends;
+// then it waits until it has applied what the meta leader had committed.
 func (n *Node) join(ctx context.Context) {
+	if v, err := n.meta.votersNow(); err == nil && slices.Contains(v, n.cfg.Address) {
+		n.joined.Store(true) // a member from its own state
+		return
+	}
 	for {
 		if v, err := n.meta.votersNow(); err == nil && slices.Contains(v, n.cfg.Address) {
-			return
+			break
 		}
 		callCtx, cancel := context.WithTimeout(ctx, n.cfg.Timeout)
 		_, err := n.ctl.callLeader(callCtx, []string{n.cfg.Join}, "/join", url.Values{"node": {n.cfg.Address}, "tcp": {n.cfg.Self.TCP}, "api": {n.cfg.Self.API}})
@@ -90,6 +89,39 @@ func (n *Node) join(ctx context.Context) {
 			return
 		}
 	}
+	for {
+		idx, err := n.metaCommitIndex(ctx)
+		if err == nil {
+			if pollUntil(ctx, 20*time.Millisecond, func() bool { return n.meta.raft.AppliedIndex() >= idx }) {
+				n.joined.Store(true)
+				n.cfg.Log.Info("replication: caught up with the cluster's metadata", "index", idx)
+			}
+			return
+		}
+		n.cfg.Log.Debug("replication: asking the meta leader for its commit index", "err", err)
+		if !sleepCtx(ctx, joinInterval) {
+			return
+		}
+	}
+}
+
+// metaCommitIndex asks the meta leader for its commit index.
+func (n *Node) metaCommitIndex(ctx context.Context) (uint64, error) {
+	ctx, cancel := context.WithTimeout(ctx, n.cfg.Timeout)
+	defer cancel()
+	candidates := slices.DeleteFunc(n.members(), func(m string) bool { return m == n.cfg.Address })
+	if n.cfg.Join != "" {
+		candidates = append([]string{n.cfg.Join}, candidates...)
+	}
+	body, err := n.ctl.callLeader(ctx, candidates, "/members", nil)
+	if err != nil {
+		return 0, err
+	}
+	var m membersAnswer
+	if err := json.Unmarshal(body, &m); err != nil {
+		return 0, fmt.Errorf("the meta leader's answer %q: %w", body, err)
+	}
+	return m.Commit, nil
 }
 
 // Rebalance moves replicas from the members that hold the most topics to

@@ -121,31 +121,41 @@ func (n *Node) askMembership(ctx context.Context, candidates []string) bool {
 		n.cfg.Log.Debug("replication: asking the meta leader for the members", "err", err)
 		return false
 	}
-	var members []string
-	if err := json.Unmarshal(body, &members); err != nil || len(members) == 0 {
+	var m membersAnswer
+	if err := json.Unmarshal(body, &m); err != nil || len(m.Voters) == 0 {
 		n.cfg.Log.Warn("replication: the meta leader's members", "answer", string(body), "err", err)
 		return false
 	}
-	if slices.Contains(members, n.cfg.Address) {
+	if slices.Contains(m.Voters, n.cfg.Address) {
 		return false
 	}
 	n.markRemoved("the meta leader's members do not include this node")
 	return true
 }
 
-// handleMembers answers the members (the meta group's voters) on the meta
-// leader, which a node asks to learn whether it is still one.
+// membersAnswer is the meta leader's answer to /members: the meta
+// group's voters, and its commit index, which a joining node applies up to
+// before it takes a name it does not know for an ordinary topic's.
+type membersAnswer struct {
+	Voters []string `json:"voters"`
+	Commit uint64   `json:"commit"`
+}
+
+// handleMembers answers the members on the meta leader, which a node asks
+// to learn whether it is still one, or how far a node that joins must
+// catch up.
 func (n *Node) handleMembers(w http.ResponseWriter, _ *http.Request) {
 	if !n.meta.isLeader() {
 		notLeader(w, n.meta)
 		return
 	}
+	commit := n.meta.raft.CommitIndex()
 	voters, err := n.meta.votersNow()
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
-	_ = json.NewEncoder(w).Encode(voters)
+	_ = json.NewEncoder(w).Encode(membersAnswer{Voters: voters, Commit: commit})
 }
 
 // handleRemoved is the meta leader telling this node it was removed; the

@@ -29,6 +29,11 @@ type clusterNode struct {
 	join                     string // --cluster-join, for a node added later
 	cmd                      *exec.Cmd
 	exited                   <-chan error
+	// unpublished holds the node's publisher (testCluster.publish) off,
+	// for a node that refuses every publish a while (removed): go-nsq
+	// v1.1.0's Producer races on its connection when the server closes
+	// it after an error, as nsqd does after E_PUB_FAILED.
+	unpublished atomic.Bool
 }
 
 type testCluster struct {
@@ -362,6 +367,10 @@ func (c *testCluster) publish(topic string, l *ledger) (stop func()) {
 				case <-done:
 					return
 				default:
+				}
+				if nd.unpublished.Load() {
+					time.Sleep(20 * time.Millisecond)
+					continue
 				}
 				if p == nil {
 					var err error

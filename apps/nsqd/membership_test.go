@@ -213,6 +213,9 @@ func TestClusterGrowsAndShrinks(t *testing.T) {
 	})
 	l.waitAcked(t, 300)
 
+	// Node 0's publisher waits from here until it is a member holding
+	// replicas again: it would only be refused meanwhile.
+	c.nodes[0].unpublished.Store(true)
 	moves = c.moveCall(1, "/cluster/remove?node="+c.nodes[0].cluster)
 	t.Logf("removal moved %v", moves)
 	waitFor(t, 30*time.Second, func() string {
@@ -248,6 +251,7 @@ func TestClusterGrowsAndShrinks(t *testing.T) {
 	t.Logf("rebalance after the rejoin moved %v", moves)
 	waitFor(t, 30*time.Second, func() string { return fmt.Sprintf("the rejoined node holds %v", heldBy(0)) },
 		func() bool { return len(heldBy(0)) >= 2 })
+	c.nodes[0].unpublished.Store(false)
 	l.waitAcked(t, 300)
 	stopAll()
 	l.waitConsumed(t)

@@ -369,6 +369,10 @@ func (c *testCluster) publish(topic string, l *ledger) (stop func()) {
 				default:
 				}
 				if nd.unpublished.Load() {
+					if p != nil { // its connection may die meanwhile, and a reconnect races
+						p.Stop()
+						p = nil
+					}
 					time.Sleep(20 * time.Millisecond)
 					continue
 				}

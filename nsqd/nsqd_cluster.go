@@ -208,6 +208,13 @@ func (h clusterHost) Adopt(v replication.TopicView) error {
 			return err
 		}
 	} else {
+		if !t.obs.observed() {
+			// A create refuses a name any voter holds as an ordinary
+			// topic, and a joining node makes none, so this is a bug
+			// worth seeing: the topic's own messages are not in the
+			// replicated state, and only this copy delivers them.
+			n.log.Warn("replication: an ordinary topic of a replicated name becomes the leader's copy", "topic", v.Name, "depth", t.snapshot().depth)
+		}
 		t.obs.set(n.repl)
 	}
 	for _, p := range v.Policies {

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"slices"
 	"time"
+
+	"github.com/hashicorp/raft"
 )
 
 // ErrRemoved refuses what a node that was removed from the cluster
@@ -89,8 +91,12 @@ func (n *Node) checkMembership(ctx context.Context, m *membership) {
 		return // not yet a member of anything (a join under way)
 	}
 	if !slices.Contains(voters, n.cfg.Address) {
-		if m.wasMember {
-			n.markRemoved("the meta group's configuration no longer has this node")
+		// The configuration may not be committed yet (a removal that a
+		// leader lost would leave this node a member): the meta leader
+		// confirms it.
+		if m.wasMember && time.Since(m.lastAsked) >= joinInterval {
+			m.lastAsked = time.Now()
+			n.askMembership(ctx, voters)
 		}
 		return
 	}
@@ -150,10 +156,21 @@ func (n *Node) handleMembers(w http.ResponseWriter, _ *http.Request) {
 		return
 	}
 	commit := n.meta.raft.CommitIndex()
-	voters, err := n.meta.votersNow()
-	if err != nil {
+	f := n.meta.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
+	}
+	if f.Index() > commit {
+		// A membership change under way: only a committed one counts.
+		http.Error(w, "the members are changing", http.StatusConflict)
+		return
+	}
+	var voters []string
+	for _, s := range f.Configuration().Servers {
+		if s.Suffrage == raft.Voter {
+			voters = append(voters, string(s.ID))
+		}
 	}
 	_ = json.NewEncoder(w).Encode(membersAnswer{Voters: voters, Commit: commit})
 }

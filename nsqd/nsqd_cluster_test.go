@@ -1235,7 +1235,9 @@ func TestJoiningNodeMakesNoTopicOfUnknownNames(t *testing.T) {
 
 	// A meta log longer than Raft sends in one append (64 entries): a
 	// node that took itself for caught up after the first batch would
-	// not know the last topic yet.
+	// not know the last topic yet. In one process the batches follow
+	// each other too closely for this to catch that reliably; it shows
+	// that publishes through the joiner from its start are never lost.
 	last := topic
 	for i := range 24 {
 		last = fmt.Sprint("later", i)

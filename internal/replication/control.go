@@ -323,13 +323,18 @@ func (g *group) votersNow() ([]string, error) {
 	if err := f.Error(); err != nil {
 		return nil, err
 	}
+	return votersIn(f.Configuration()), nil
+}
+
+// votersIn is the voters of a Raft configuration.
+func votersIn(c raft.Configuration) []string {
 	var out []string
-	for _, s := range f.Configuration().Servers {
+	for _, s := range c.Servers {
 		if s.Suffrage == raft.Voter {
 			out = append(out, string(s.ID))
 		}
 	}
-	return out, nil
+	return out
 }
 
 // isUnreachable reports whether a control call failed before any answer

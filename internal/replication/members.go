@@ -107,21 +107,9 @@ func (n *Node) join(ctx context.Context) {
 
 // metaCommitIndex asks the meta leader for its commit index.
 func (n *Node) metaCommitIndex(ctx context.Context) (uint64, error) {
-	ctx, cancel := context.WithTimeout(ctx, n.cfg.Timeout)
-	defer cancel()
 	candidates := slices.DeleteFunc(n.members(), func(m string) bool { return m == n.cfg.Address })
-	if n.cfg.Join != "" {
-		candidates = append([]string{n.cfg.Join}, candidates...)
-	}
-	body, err := n.ctl.callLeader(ctx, candidates, "/members", nil)
-	if err != nil {
-		return 0, err
-	}
-	var m membersAnswer
-	if err := json.Unmarshal(body, &m); err != nil {
-		return 0, fmt.Errorf("the meta leader's answer %q: %w", body, err)
-	}
-	return m.Commit, nil
+	m, err := n.fetchMembers(ctx, append([]string{n.cfg.Join}, candidates...))
+	return m.Commit, err
 }
 
 // Rebalance moves replicas from the members that hold the most topics to

@@ -10,8 +10,6 @@ import (
 	"path/filepath"
 	"slices"
 	"time"
-
-	"github.com/hashicorp/raft"
 )
 
 // ErrRemoved refuses what a node that was removed from the cluster
@@ -120,16 +118,9 @@ func (n *Node) checkMembership(ctx context.Context, m *membership) {
 // members, and marks this node removed when they lack it. Unanswered, it
 // leaves things as they are.
 func (n *Node) askMembership(ctx context.Context, candidates []string) bool {
-	ctx, cancel := context.WithTimeout(ctx, n.cfg.Timeout)
-	defer cancel()
-	body, err := n.ctl.callLeader(ctx, candidates, "/members", nil)
+	m, err := n.fetchMembers(ctx, candidates)
 	if err != nil {
 		n.cfg.Log.Debug("replication: asking the meta leader for the members", "err", err)
-		return false
-	}
-	var m membersAnswer
-	if err := json.Unmarshal(body, &m); err != nil || len(m.Voters) == 0 {
-		n.cfg.Log.Warn("replication: the meta leader's members", "answer", string(body), "err", err)
 		return false
 	}
 	if slices.Contains(m.Voters, n.cfg.Address) {
@@ -145,6 +136,22 @@ func (n *Node) askMembership(ctx context.Context, candidates []string) bool {
 type membersAnswer struct {
 	Voters []string `json:"voters"`
 	Commit uint64   `json:"commit"`
+}
+
+// fetchMembers asks the meta leader, found through candidates, for its
+// members and commit index.
+func (n *Node) fetchMembers(ctx context.Context, candidates []string) (membersAnswer, error) {
+	ctx, cancel := context.WithTimeout(ctx, n.cfg.Timeout)
+	defer cancel()
+	var m membersAnswer
+	body, err := n.ctl.callLeader(ctx, candidates, "/members", nil)
+	if err != nil {
+		return m, err
+	}
+	if err := json.Unmarshal(body, &m); err != nil || len(m.Voters) == 0 {
+		return m, fmt.Errorf("the meta leader's members %q: %v", body, err)
+	}
+	return m, nil
 }
 
 // handleMembers answers the members on the meta leader, which a node asks
@@ -166,13 +173,7 @@ func (n *Node) handleMembers(w http.ResponseWriter, _ *http.Request) {
 		http.Error(w, "the members are changing", http.StatusConflict)
 		return
 	}
-	var voters []string
-	for _, s := range f.Configuration().Servers {
-		if s.Suffrage == raft.Voter {
-			voters = append(voters, string(s.ID))
-		}
-	}
-	_ = json.NewEncoder(w).Encode(membersAnswer{Voters: voters, Commit: commit})
+	_ = json.NewEncoder(w).Encode(membersAnswer{Voters: votersIn(f.Configuration()), Commit: commit})
 }
 
 // handleRemoved is the meta leader telling this node it was removed; the

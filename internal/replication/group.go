@@ -81,7 +81,7 @@ func (n *Node) startGroup(id, dir string, voters []string, bootstrap bool) (*gro
 	g := &group{id: id, n: n, voters: voters, notify: make(chan bool, 16)}
 	rc.NotifyCh = g.notify
 
-	store, err := openStores(dir, cfg.SyncEvery, cfg.SyncTimeout)
+	store, err := openStores(dir, cfg.SyncEvery, cfg.SyncTimeout, cfg.Log.With("group", id))
 	if err != nil {
 		return nil, err
 	}

@@ -2,35 +2,146 @@ package replication
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
+	"os"
 	"path/filepath"
 	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+
+	"github.com/nsqgo/nsq/internal/raftlog"
 )
 
-// stores is the Raft log and the Raft stable store (term, vote), in two
-// bbolt files: the stable store is fsynced on every write, as Raft's
-// safety needs, while the log is fsynced as nsqd's --sync-every and
-// --sync-timeout say for its own queues.
+// stores is the Raft log, in segment files (internal/raftlog) fsynced as
+// nsqd's --sync-every and --sync-timeout say for its own queues, and the
+// Raft stable store (term, vote) in a bbolt file fsynced on every write,
+// as Raft's safety needs.
 type stores struct {
 	log    *syncingLog
 	stable *raftboltdb.BoltStore
 }
 
-func openStores(dir string, syncEvery int64, syncTimeout time.Duration) (*stores, error) {
+func openStores(dir string, syncEvery int64, syncTimeout time.Duration, log *slog.Logger) (*stores, error) {
 	stable, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(dir, "stable.db")})
 	if err != nil {
 		return nil, fmt.Errorf("opening raft stable store: %w", err)
 	}
-	logs, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(dir, "log.db"), NoSync: syncEvery != 1})
+	logs, err := openLog(dir, log)
 	if err != nil {
 		stable.Close()
+		return nil, err
+	}
+	return &stores{log: &syncingLog{Store: logs, every: syncEvery, timeout: syncTimeout}, stable: stable}, nil
+}
+
+// openLog opens the group's log in dir/log. A log that an earlier
+// release kept in bbolt (dir/log.db) is copied into it first; the bbolt
+// file is removed once the copy is complete and fsynced, so a crash
+// during the copy leaves the bbolt log to copy again.
+func openLog(dir string, log *slog.Logger) (*raftlog.Store, error) {
+	final, old := filepath.Join(dir, "log"), filepath.Join(dir, "log.db")
+	if _, err := os.Stat(old); err == nil {
+		if _, err := os.Stat(final); errors.Is(err, os.ErrNotExist) {
+			n, err := copyBoltLog(old, final)
+			if err != nil {
+				return nil, err
+			}
+			log.Info("replication: copied the raft log from bbolt", "entries", n, "dir", dir)
+		}
+		if err := os.Remove(old); err != nil {
+			return nil, fmt.Errorf("removing the copied bbolt raft log: %w", err)
+		}
+	}
+	s, err := raftlog.Open(final, raftlog.Options{})
+	if err != nil {
 		return nil, fmt.Errorf("opening raft log: %w", err)
 	}
-	return &stores{log: &syncingLog{BoltStore: logs, every: syncEvery, timeout: syncTimeout}, stable: stable}, nil
+	if n := s.Truncated(); n > 0 {
+		log.Warn("replication: cut a torn entry off the end of the raft log", "bytes", n, "dir", final)
+	}
+	return s, nil
+}
+
+func copyBoltLog(from, to string) (int, error) {
+	src, err := raftboltdb.New(raftboltdb.Options{Path: from, NoSync: true})
+	if err != nil {
+		return 0, fmt.Errorf("opening the bbolt raft log to copy: %w", err)
+	}
+	defer src.Close()
+	tmp := to + ".copy"
+	if err := os.RemoveAll(tmp); err != nil {
+		return 0, fmt.Errorf("copying the bbolt raft log: %w", err)
+	}
+	dst, err := raftlog.Open(tmp, raftlog.Options{})
+	if err != nil {
+		return 0, fmt.Errorf("copying the bbolt raft log: %w", err)
+	}
+	n, err := copyLog(src, dst)
+	if cerr := dst.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, to)
+	}
+	if err == nil {
+		err = syncDir(filepath.Dir(to))
+	}
+	if err != nil {
+		return 0, fmt.Errorf("copying the bbolt raft log: %w", err)
+	}
+	return n, nil
+}
+
+// copyLog appends src's entries to dst in batches; indexes missing from
+// src (bbolt's store can have gaps) start a new run in dst as well.
+func copyLog(src raft.LogStore, dst *raftlog.Store) (int, error) {
+	first, err := src.FirstIndex()
+	if err != nil {
+		return 0, err
+	}
+	last, err := src.LastIndex()
+	if err != nil {
+		return 0, err
+	}
+	var batch []*raft.Log
+	n := 0
+	flush := func() error {
+		err := dst.StoreLogs(batch)
+		n += len(batch)
+		batch = batch[:0]
+		return err
+	}
+	for i := first; i <= last && first > 0; i++ {
+		l := new(raft.Log)
+		if err := src.GetLog(i, l); errors.Is(err, raft.ErrLogNotFound) {
+			if err := flush(); err != nil {
+				return n, err
+			}
+			continue
+		} else if err != nil {
+			return n, err
+		}
+		batch = append(batch, l)
+		if len(batch) == 256 {
+			if err := flush(); err != nil {
+				return n, err
+			}
+		}
+	}
+	return n, flush()
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
 }
 
 func (s *stores) Close() error {
@@ -41,11 +152,11 @@ func (s *stores) Close() error {
 	return err
 }
 
-// syncingLog fsyncs the log after every `every` entries appended, and
-// within `timeout` of any unsynced append (run). With every == 1 bbolt
-// fsyncs each append itself.
+// syncingLog fsyncs the log after every `every` entries appended (each
+// append when every is 1), and within `timeout` of any unsynced append
+// (run).
 type syncingLog struct {
-	*raftboltdb.BoltStore
+	*raftlog.Store
 	every   int64
 	timeout time.Duration
 	// keep is the oldest entry the state machine still reads bodies from
@@ -61,11 +172,8 @@ func (l *syncingLog) StoreLog(log *raft.Log) error { return l.StoreLogs([]*raft.
 
 // StoreLogs implements raft.LogStore.
 func (l *syncingLog) StoreLogs(logs []*raft.Log) error {
-	if err := l.BoltStore.StoreLogs(logs); err != nil {
+	if err := l.Store.StoreLogs(logs); err != nil {
 		return err
-	}
-	if l.every == 1 {
-		return nil
 	}
 	l.mu.Lock()
 	l.unsynced += int64(len(logs))
@@ -93,7 +201,7 @@ func (l *syncingLog) DeleteRange(min, max uint64) error {
 	if max < min {
 		return nil
 	}
-	return l.BoltStore.DeleteRange(min, max)
+	return l.Store.DeleteRange(min, max)
 }
 
 func (l *syncingLog) sync() error {
@@ -108,7 +216,7 @@ func (l *syncingLog) sync() error {
 
 // run fsyncs unsynced appends every timeout until ctx ends.
 func (l *syncingLog) run(ctx context.Context, onErr func(error)) {
-	if l.every == 1 || l.timeout <= 0 {
+	if l.timeout <= 0 {
 		return
 	}
 	t := time.NewTicker(l.timeout)

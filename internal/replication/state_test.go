@@ -2,9 +2,11 @@ package replication
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"reflect"
 	"runtime"
@@ -12,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 )
 
 func TestEntryRoundTrip(t *testing.T) {
@@ -504,7 +507,7 @@ func TestRestoreRefusesDamagedSnapshots(t *testing.T) {
 // A compaction never deletes an entry the state still reads bodies from,
 // and a follower's truncation of conflicting entries is not held back.
 func TestLogKeepsHeldEntries(t *testing.T) {
-	st, err := openStores(t.TempDir(), 0, 0)
+	st, err := openStores(t.TempDir(), 0, 0, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -580,5 +583,51 @@ func BenchmarkStateMemory(b *testing.B) {
 				runtime.KeepAlive(s)
 			}
 		})
+	}
+}
+
+// A group's log kept in bbolt by an earlier release is copied into the
+// segment log when the group opens, gaps included, and the bbolt file
+// removed.
+func TestLogCopiedFromBolt(t *testing.T) {
+	dir := t.TempDir()
+	old, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(dir, "log.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []*raft.Log
+	for _, r := range [][2]uint64{{3, 600}, {700, 710}} {
+		for i := r[0]; i <= r[1]; i++ {
+			want = append(want, &raft.Log{Index: i, Term: i / 100, Type: raft.LogCommand, Data: []byte(fmt.Sprint("entry ", i))})
+		}
+	}
+	if err := old.StoreLogs(want); err != nil {
+		t.Fatal(err)
+	}
+	old.Close()
+
+	st, err := openStores(dir, 0, 0, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := os.Stat(filepath.Join(dir, "log.db")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("log.db after the copy: %v", err)
+	}
+	if first, _ := st.log.FirstIndex(); first != 3 {
+		t.Fatalf("first index %d, want 3", first)
+	}
+	if last, _ := st.log.LastIndex(); last != 710 {
+		t.Fatalf("last index %d, want 710", last)
+	}
+	for _, w := range want {
+		var got raft.Log
+		if err := st.log.GetLog(w.Index, &got); err != nil || got.Term != w.Term || !bytes.Equal(got.Data, w.Data) {
+			t.Fatalf("entry %d: %v, %+v", w.Index, err, got)
+		}
+	}
+	var l raft.Log
+	if err := st.log.GetLog(650, &l); !errors.Is(err, raft.ErrLogNotFound) {
+		t.Fatalf("entry 650, in the gap: %v", err)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -53,39 +54,67 @@ func BenchmarkClusterFailover(b *testing.B) {
 // BenchmarkClusterConcurrentPUB measures what a replicated topic takes from
 // many go-nsq producers that each PUB one message at a time (the common
 // client), all on the leader: 32 producers for 3 s per iteration, 200-byte
-// bodies, acknowledged messages per second. With NSQ_REFERENCE set to the
-// folder of NSQ v1.3.0's binaries (scripts/nsq-reference.sh prints
-// it), each iteration also runs the same producers against NSQ's
-// nsqd (one node, an ordinary topic, --mem-queue-size=0) right after, and
-// the ratio of the medians is reported. With NSQ_PROFILE_DIR set, the
-// first iteration also saves a 2 s CPU profile of the leader and of a
-// follower there (leader-cpu.pprof, follower-cpu.pprof).
+// bodies, acknowledged messages per second, and the CPU per acknowledged
+// message of the three nodes together and of the producers (this
+// process). With NSQ_REFERENCE set to the folder of NSQ v1.3.0's binaries
+// (scripts/nsq-reference.sh prints it), each iteration also runs the same
+// producers against NSQ's nsqd (one node, an ordinary topic,
+// --mem-queue-size=0) right after, and the ratio of the medians is
+// reported. With NSQ_PROFILE_DIR set, the first iteration also saves a
+// 2 s CPU profile of the leader and of a follower there (leader-cpu.pprof,
+// follower-cpu.pprof).
 func BenchmarkClusterConcurrentPUB(b *testing.B) {
 	c := startCluster(b, 3)
 	const topic = "concurrent"
 	c.createTopic(0, topic, "c")
 	leader := c.nodes[c.leader(topic)].tcp
-	var nsqAddr string
-	if dir := os.Getenv("NSQ_REFERENCE"); dir != "" {
-		nsqAddr = startReferenceNSQD(b, filepath.Join(dir, "nsqd"))
+	var pids []int
+	for _, nd := range c.nodes {
+		pids = append(pids, nd.cmd.Process.Pid)
 	}
-	var ours, theirs []float64
+	var nsqAddr string
+	var nsqPid int
+	if dir := os.Getenv("NSQ_REFERENCE"); dir != "" {
+		nsqAddr, nsqPid = startReferenceNSQD(b, filepath.Join(dir, "nsqd"))
+	}
+	var ours, theirs []pubRound
 	for i := 0; i < b.N; i++ {
 		if dir := os.Getenv("NSQ_PROFILE_DIR"); dir != "" && i == 0 {
 			li := c.leader(topic)
 			go saveCPUProfile(b, c.nodes[li].http, filepath.Join(dir, "leader-cpu.pprof"))
 			go saveCPUProfile(b, c.nodes[(li+1)%len(c.nodes)].http, filepath.Join(dir, "follower-cpu.pprof"))
 		}
-		ours = append(ours, concurrentPUB(b, leader, topic))
+		ours = append(ours, concurrentPUB(b, leader, topic, pids...))
 		if nsqAddr != "" {
-			theirs = append(theirs, concurrentPUB(b, nsqAddr, topic))
+			theirs = append(theirs, concurrentPUB(b, nsqAddr, topic, nsqPid))
 		}
 	}
-	b.ReportMetric(median(ours), "msgs/s-median")
+	rate := func(r pubRound) float64 { return r.rate }
+	daemon := func(r pubRound) float64 { return r.daemonCPU }
+	client := func(r pubRound) float64 { return r.clientCPU }
+	b.ReportMetric(medianOf(ours, rate), "msgs/s-median")
+	b.ReportMetric(medianOf(ours, daemon), "daemon-cpu-µs/msg")
+	b.ReportMetric(medianOf(ours, client), "client-cpu-µs/msg")
 	if len(theirs) > 0 {
-		b.ReportMetric(median(theirs), "nsq-msgs/s-median")
-		b.ReportMetric(median(ours)/median(theirs), "ratio")
+		b.ReportMetric(medianOf(theirs, rate), "nsq-msgs/s-median")
+		b.ReportMetric(medianOf(theirs, daemon), "nsq-daemon-cpu-µs/msg")
+		b.ReportMetric(medianOf(theirs, client), "nsq-client-cpu-µs/msg")
+		b.ReportMetric(medianOf(ours, rate)/medianOf(theirs, rate), "ratio")
 	}
+	b.Logf("rounds: ours %+v; NSQ %+v", ours, theirs)
+}
+
+// pubRound is one measured round of concurrentPUB: acknowledged messages
+// per second, and the CPU per acknowledged message of the daemons and of
+// this process.
+type pubRound struct{ rate, daemonCPU, clientCPU float64 }
+
+func medianOf(rounds []pubRound, f func(pubRound) float64) float64 {
+	xs := make([]float64, len(rounds))
+	for i, r := range rounds {
+		xs[i] = f(r)
+	}
+	return median(xs)
 }
 
 // saveCPUProfile writes a 2 s CPU profile of the nsqd at httpAddr, taken
@@ -108,8 +137,16 @@ func saveCPUProfile(b *testing.B, httpAddr, path string) {
 }
 
 // concurrentPUB runs 32 producers against addr for 3 s and returns the
-// acknowledged messages per second.
-func concurrentPUB(b *testing.B, addr, topic string) float64 {
+// acknowledged messages per second and the CPU per message of the
+// processes pids and of this one.
+func concurrentPUB(b *testing.B, addr, topic string, pids ...int) pubRound {
+	daemonCPU := func() (sum float64) {
+		for _, pid := range pids {
+			sum += cpuSeconds(b, pid)
+		}
+		return sum
+	}
+	daemonBefore, clientBefore := daemonCPU(), selfCPUSeconds(b)
 	body := make([]byte, 200)
 	var acked atomic.Int64
 	deadline := time.Now().Add(3 * time.Second)
@@ -135,19 +172,34 @@ func concurrentPUB(b *testing.B, addr, topic string) float64 {
 		}()
 	}
 	wg.Wait()
-	return float64(acked.Load()) / time.Since(start).Seconds()
+	n := float64(acked.Load())
+	return pubRound{
+		rate:      n / time.Since(start).Seconds(),
+		daemonCPU: (daemonCPU() - daemonBefore) / n * 1e6,
+		clientCPU: (selfCPUSeconds(b) - clientBefore) / n * 1e6,
+	}
+}
+
+// selfCPUSeconds is the user and system CPU this process has used.
+func selfCPUSeconds(tb testing.TB) float64 {
+	tb.Helper()
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		tb.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 }
 
 // startReferenceNSQD runs another build of nsqd (NSQ's) on free ports with
-// a fresh data dir and returns its TCP address.
-func startReferenceNSQD(b *testing.B, bin string) string {
+// a fresh data dir and returns its TCP address and process ID.
+func startReferenceNSQD(b *testing.B, bin string) (string, int) {
 	tcp := fmt.Sprintf("127.0.0.1:%d", freePort(b))
 	http := fmt.Sprintf("127.0.0.1:%d", freePort(b))
 	cmd := exec.Command(bin, "--tcp-address="+tcp, "--http-address="+http, "--data-path="+b.TempDir(), "--mem-queue-size=0", "--log-level=error")
 	exited := startCmd(b, cmd)
 	b.Cleanup(func() { _ = cmd.Process.Kill() })
 	waitHTTP(b, "http://"+http+"/ping", exited)
-	return tcp
+	return tcp, cmd.Process.Pid
 }
 
 func median(xs []float64) float64 {

@@ -98,6 +98,9 @@ type Store struct {
 		index uint64
 		off   int64
 	}
+	// sealedOpen is the one sealed segment whose file is open (for
+	// reads), so that a long log holds two descriptors, not one a segment.
+	sealedOpen *segment
 	// failed is set when an append failed and could not be undone: the
 	// newest segment's end is unknown, so nothing more is appended.
 	failed error
@@ -107,9 +110,9 @@ type Store struct {
 
 type segment struct {
 	path  string
-	f     *os.File
-	base  uint64 // index of the file's first entry
-	first uint64 // first live entry (base unless the front was deleted)
+	f     *os.File // nil while closed
+	base  uint64   // index of the file's first entry
+	first uint64   // first live entry (base unless the front was deleted)
 	last  uint64
 	size  int64
 	marks []int64 // offset of entries base, base+stride, base+2*stride, …
@@ -149,6 +152,9 @@ func Open(dir string, opts Options) (*Store, error) {
 			return nil, fmt.Errorf("raft log: segment %s starts at entry %d, inside the one before it (to %d)", seg.path, seg.base, s.segs[n-1].last)
 		}
 		s.segs = append(s.segs, seg)
+	}
+	for i := 0; i+1 < len(s.segs); i++ {
+		s.segs[i].close()
 	}
 	return s, nil
 }
@@ -363,7 +369,11 @@ func (s *Store) read(seg *segment, off int64, n int) ([]byte, error) {
 		c.buf = make([]byte, size)
 	}
 	c.seg, c.off, c.buf = nil, off, c.buf[:size]
-	if _, err := seg.f.ReadAt(c.buf, off); err != nil {
+	f, err := s.file(seg)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := f.ReadAt(c.buf, off); err != nil {
 		return nil, fmt.Errorf("raft log: reading %s at offset %d: %w", seg.path, off, err)
 	}
 	c.seg = seg
@@ -454,10 +464,14 @@ func (s *Store) StoreLogs(logs []*raft.Log) error {
 		}
 		s.enc = appendEntry(s.enc, l)
 	}
-	if _, err := tail.f.WriteAt(s.enc, tail.size); err != nil {
+	f, err := s.file(tail)
+	if err != nil {
+		return err
+	}
+	if _, err := f.WriteAt(s.enc, tail.size); err != nil {
 		tail.marks = tail.marks[:marks]
 		err = fmt.Errorf("raft log: appending to %s: %w", tail.path, err)
-		if terr := tail.f.Truncate(tail.size); terr != nil {
+		if terr := f.Truncate(tail.size); terr != nil {
 			s.failed = fmt.Errorf("%w; and cutting it back failed, so the log takes no more appends: %v", err, terr)
 		}
 		if tail.last < tail.first {
@@ -485,9 +499,10 @@ func (s *Store) tail() *segment {
 // entries from first on.
 func (s *Store) startSegment(first uint64) error {
 	if t := s.tail(); t != nil {
-		if err := t.f.Sync(); err != nil {
-			return fmt.Errorf("raft log: sealing %s: %w", t.path, err)
+		if err := s.sync(t); err != nil {
+			return err
 		}
+		t.close()
 	}
 	path := filepath.Join(s.dir, fmt.Sprintf("%020d%s", first, suffix))
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
@@ -505,7 +520,7 @@ func (s *Store) startSegment(first uint64) error {
 // dropTail removes a newest segment that holds no entry.
 func (s *Store) dropTail() {
 	t := s.tail()
-	t.f.Close()
+	t.close()
 	os.Remove(t.path)
 	s.segs = s.segs[:len(s.segs)-1]
 	s.cache.seg, s.cursor.seg = nil, nil
@@ -534,7 +549,7 @@ func (s *Store) DeleteRange(lo, hi uint64) error {
 func (s *Store) deleteFront(hi uint64) error {
 	for len(s.segs) > 0 && s.segs[0].last <= hi {
 		seg := s.segs[0]
-		seg.f.Close()
+		seg.close()
 		if err := os.Remove(seg.path); err != nil {
 			return fmt.Errorf("raft log: removing a compacted segment: %w", err)
 		}
@@ -549,7 +564,7 @@ func (s *Store) deleteFront(hi uint64) error {
 func (s *Store) deleteBack(lo uint64) error {
 	for len(s.segs) > 0 && s.tail().first >= lo {
 		seg := s.tail()
-		seg.f.Close()
+		seg.close()
 		if err := os.Remove(seg.path); err != nil {
 			return fmt.Errorf("raft log: removing a truncated segment: %w", err)
 		}
@@ -564,7 +579,11 @@ func (s *Store) deleteBack(lo uint64) error {
 		return err
 	}
 	s.cache.seg = nil
-	if err := seg.f.Truncate(off); err != nil {
+	f, err := s.file(seg)
+	if err != nil {
+		return err
+	}
+	if err := f.Truncate(off); err != nil {
 		return fmt.Errorf("raft log: truncating %s: %w", seg.path, err)
 	}
 	seg.size, seg.last = off, lo-1
@@ -577,11 +596,46 @@ func (s *Store) Sync() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if t := s.tail(); t != nil {
-		if err := t.f.Sync(); err != nil {
-			return fmt.Errorf("raft log: fsync of %s: %w", t.path, err)
-		}
+		return s.sync(t)
 	}
 	return nil
+}
+
+func (s *Store) sync(seg *segment) error {
+	if seg.f == nil {
+		return nil // closed files were synced when they closed
+	}
+	if err := seg.f.Sync(); err != nil {
+		return fmt.Errorf("raft log: fsync of %s: %w", seg.path, err)
+	}
+	return nil
+}
+
+// file returns seg's file, opening it if it is closed; opening a sealed
+// segment closes the one opened before.
+func (s *Store) file(seg *segment) (*os.File, error) {
+	if seg.f != nil {
+		return seg.f, nil
+	}
+	f, err := os.OpenFile(seg.path, os.O_RDWR, 0)
+	if err != nil {
+		return nil, fmt.Errorf("raft log: %w", err)
+	}
+	seg.f = f
+	if seg != s.tail() {
+		if o := s.sealedOpen; o != nil && o != seg && o != s.tail() {
+			o.close()
+		}
+		s.sealedOpen = seg
+	}
+	return f, nil
+}
+
+func (seg *segment) close() {
+	if seg.f != nil {
+		seg.f.Close()
+		seg.f = nil
+	}
 }
 
 // Close fsyncs the log and closes its files.
@@ -596,7 +650,7 @@ func (s *Store) Close() error {
 
 func (s *Store) closeFiles() {
 	for _, seg := range s.segs {
-		seg.f.Close()
+		seg.close()
 	}
 }
 

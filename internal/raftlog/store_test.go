@@ -116,6 +116,9 @@ func TestStoreAndReadAcrossSegmentsAndReopen(t *testing.T) {
 	if n := len(segments(t, dir)); n < 5 {
 		t.Fatalf("%d segments of 2 KiB for 306 entries, want several", n)
 	}
+	if n := openFiles(t, dir); n > 2 {
+		t.Fatalf("%d segment files open after reading them all, want at most 2", n)
+	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -123,6 +126,22 @@ func TestStoreAndReadAcrossSegmentsAndReopen(t *testing.T) {
 	checkRange(t, s, 1, 306)
 	store(t, s, 307, 310)
 	checkRange(t, s, 1, 310)
+}
+
+// openFiles counts this process's descriptors open on files in dir.
+func openFiles(t *testing.T, dir string) int {
+	t.Helper()
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skipf("no /proc/self/fd: %v", err)
+	}
+	n := 0
+	for _, fd := range fds {
+		if target, err := os.Readlink(filepath.Join("/proc/self/fd", fd.Name())); err == nil && filepath.Dir(target) == dir {
+			n++
+		}
+	}
+	return n
 }
 
 func TestStoreRefusesOverwritesAndDisorder(t *testing.T) {

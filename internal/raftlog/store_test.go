@@ -402,3 +402,40 @@ func benchStoreLogs(b *testing.B, s raft.LogStore) {
 		}
 	}
 }
+
+// A crash can leave the newest segment cut anywhere, or followed by
+// zeros (a file system that extended the file before the data landed):
+// every such file opens, holding exactly the entries it has whole.
+func TestEveryTornEndOpens(t *testing.T) {
+	var whole []byte
+	var ends []int
+	for i := uint64(1); i <= 6; i++ {
+		whole = appendEntry(whole, entry(i))
+		ends = append(ends, len(whole))
+	}
+	for cut := 0; cut <= len(whole); cut++ {
+		for _, zeros := range []int{0, 3, 100} {
+			dir := t.TempDir()
+			file := append(append([]byte(nil), whole[:cut]...), make([]byte, zeros)...)
+			if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("%020d%s", 1, suffix)), file, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			s, err := Open(dir, Options{})
+			if err != nil {
+				t.Fatalf("cut at %d + %d zeros: Open: %v", cut, zeros, err)
+			}
+			n := uint64(0)
+			for n < uint64(len(ends)) && ends[n] <= cut {
+				n++
+			}
+			if n == 0 {
+				checkRange(t, s, 0, 0)
+			} else {
+				checkRange(t, s, 1, n)
+			}
+			store(t, s, n+1, n+2)
+			checkRange(t, s, 1, n+2)
+			s.Close()
+		}
+	}
+}

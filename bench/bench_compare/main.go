@@ -4,7 +4,7 @@
 //
 // Each run starts the daemon afresh (temp data dir, ephemeral ports on
 // 127.0.0.1) and drives it with the same client code, raw protocol V2 and
-// HTTP. Throughput is messages over wall time; CPU per message is the
+// HTTP (pubsub-gonsq and latency use go-nsq). Throughput is messages over wall time; CPU per message is the
 // daemon's utime+stime from /proc/<pid>/stat over the same window divided
 // by the messages; peak RSS is VmHWM from /proc/<pid>/status. Every
 // scenario checks that exactly the messages published arrived: a mismatch
@@ -15,6 +15,10 @@
 //	pubsub  --pub-conns connections MPUB 200 × 200 B for --pub-duration
 //	        (--mem-queue-size=1000000), then --sub-conns readers with
 //	        RDY 2500 consume everything; PUB and SUB reported apart
+//	pubsub-gonsq  pubsub's workload driven by go-nsq v1.1.0, the client
+//	        most users run: --pub-conns Producers MultiPublish 200 × 200 B,
+//	        one in flight each, then --sub-conns Consumers with
+//	        max_in_flight 2500 and go-nsq's other defaults FIN each message
 //	disk    the same with --mem-queue-size=0
 //	replicated  disk's workload on a topic with replicas=3 on three nodes of
 //	        this machine, publishers and readers on the leader, CPU and peak
@@ -61,7 +65,7 @@
 // Usage:
 //
 //	bench_compare --ours=./build --nsq=$(scripts/nsq-reference.sh) \
-//	    [--rounds=5] [--scenarios=pubsub,disk,replicated,fanout,burt,stats,idle,latency]
+//	    [--rounds=5] [--scenarios=pubsub,pubsub-gonsq,disk,replicated,fanout,burt,stats,idle,latency]
 package main
 
 import (

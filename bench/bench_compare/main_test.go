@@ -46,7 +46,7 @@ func TestOneTinyRoundOfEveryScenario(t *testing.T) {
 	clientProfDir := t.TempDir()
 	cfg.clientProfileDir = clientProfDir
 	cfg.oursFlags = []string{"--delivery-burst=4"} // given to every start, the cluster's nodes too
-	cfg.scenarios = []string{"pubsub", "disk", "replicated", "fanout", "route", "burt", "stats", "latency"}
+	cfg.scenarios = []string{"pubsub", "pubsub-gonsq", "disk", "replicated", "fanout", "route", "burt", "stats", "latency"}
 	res, err := run(ctx, &cfg, &progress)
 	if err != nil {
 		t.Fatalf("run: %v\n%s", err, progress.String())
@@ -73,6 +73,7 @@ func TestOneTinyRoundOfEveryScenario(t *testing.T) {
 		{"pubsub", "PUB msgs/s"}, {"pubsub", "PUB CPU µs/msg"}, {"pubsub", "SUB msgs/s"}, {"pubsub", "SUB CPU µs/msg"},
 		{"pubsub", "PUB client CPU µs/msg"}, {"pubsub", "SUB client CPU µs/msg"},
 		{"pubsub", "peak RSS (MB)"},
+		{"pubsub-gonsq", "PUB msgs/s"}, {"pubsub-gonsq", "SUB msgs/s"}, {"pubsub-gonsq", "peak RSS (MB)"},
 		{"disk", "PUB msgs/s"}, {"disk", "SUB msgs/s"}, {"disk", "SUB CPU µs/msg"},
 		{"replicated", "PUB msgs/s"}, {"replicated", "SUB msgs/s"}, {"replicated", "peak RSS (MB)"},
 		{"fanout", "delivered msgs/s"}, {"fanout", "CPU µs/msg"}, {"fanout", "peak RSS (MB)"},

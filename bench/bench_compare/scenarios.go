@@ -29,6 +29,7 @@ type scenario struct {
 
 var scenarios = []scenario{
 	{name: "pubsub", run: func(ctx context.Context, e *env) ([]sample, error) { return pubThenSub(ctx, e, 1000000) }},
+	{name: "pubsub-gonsq", run: pubsubGoNSQ},
 	{name: "disk", run: func(ctx context.Context, e *env) ([]sample, error) { return pubThenSub(ctx, e, 0) }},
 	{name: "replicated", run: replicated},
 	{name: "fanout", run: fanout},

@@ -81,6 +81,10 @@ type entry struct {
 	group  string
 	voters []string
 	term   uint64
+	// placed is, in a data group's create or delete of a topic, the meta
+	// group's raft index of the placement it was made for (0: unknown),
+	// and in the meta group's delete, the placement it deletes.
+	placed uint64
 }
 
 // entryVersion is the first byte of every entry, so that the format can
@@ -90,8 +94,10 @@ type entry struct {
 // entries are written as version 4; the others are still written as version 3, so that a node of
 // the previous release reads every log that uses no placement. Version 5
 // added opGroupVoters, written as version 5, so that a node that cannot
-// move replicas refuses a log that did.
-const entryVersion = 5
+// move replicas refuses a log that did. Version 6 added the placement a
+// topic's create or delete was made for (entry.placed), written only
+// in those entries that carry one.
+const entryVersion = 6
 
 func (e *entry) encode() []byte {
 	size := 32 + len(e.topic) + len(e.channel)
@@ -102,6 +108,8 @@ func (e *entry) encode() []byte {
 	b := make([]byte, 0, size)
 	version := byte(3)
 	switch {
+	case e.placed != 0 && (e.op == opCreateTopic || e.op == opDeleteTopic):
+		version = 6
 	case e.op >= opGroupVoters:
 		version = 5
 	case e.op >= opPlace:
@@ -114,6 +122,13 @@ func (e *entry) encode() []byte {
 	case opCreateTopic:
 		b = binary.AppendUvarint(b, uint64(e.replicas))
 		b = binary.AppendUvarint(b, e.claim)
+		if version >= 6 {
+			b = binary.AppendUvarint(b, e.placed)
+		}
+	case opDeleteTopic:
+		if version >= 6 {
+			b = binary.AppendUvarint(b, e.placed)
+		}
 	case opRelease:
 		b = binary.AppendUvarint(b, e.claim)
 	case opPause:
@@ -258,9 +273,16 @@ func decodeEntry(data []byte) (*entry, error) {
 		if version >= 3 {
 			e.claim = d.uvarint()
 		}
+		if version >= 6 {
+			e.placed = d.uvarint()
+		}
+	case opDeleteTopic:
+		if version >= 6 {
+			e.placed = d.uvarint()
+		}
 	case opRelease:
 		e.claim = d.uvarint()
-	case opDeleteTopic, opCreateChannel, opDeleteChannel, opEmpty, opClaim:
+	case opCreateChannel, opDeleteChannel, opEmpty, opClaim:
 	case opPause:
 		e.paused = d.byte() == 1
 	case opPublish:

@@ -456,35 +456,51 @@ func (n *Node) ensureTopic(ctx context.Context, g *group, topic string) error {
 	if !ok {
 		return fmt.Errorf("%w: topic %s is not placed", ErrNotCommitted, topic)
 	}
-	return g.commitSettled(ctx, &entry{op: opCreateTopic, topic: topic, replicas: p.replicas})
+	deleting := fmt.Errorf("%w: topic %s is being deleted", ErrNotCommitted, topic)
+	if g.fsm.deletedPlacement(topic, p.at) {
+		return deleting
+	}
+	if err := g.commitSettled(ctx, &entry{op: opCreateTopic, topic: topic, replicas: p.replicas, placed: p.at}); err != nil {
+		return err
+	}
+	if g.fsm.replicas(topic) == 0 {
+		return deleting // the group deleted this placement's topic meanwhile
+	}
+	return nil
 }
 
 // DeleteTopic deletes a replicated topic everywhere: from its group's
 // state on its leader, then its placement, so that a topic is in a group
-// only while it is placed there. Until this node's meta state has the
-// placement gone too, it holds placing, so that its keeper does not take
-// the placement for a create to finish. Should the placement's deletion
-// fail, the keeper makes an empty topic of it again, and the error asks
-// for a retry. A keeper elsewhere is not held off: should the group's
-// leadership move between the two commits, the new leader may make the
-// topic again before it applies the placement's deletion.
+// only while it is placed there. Both deletions name the placement (its
+// meta raft index): the group remembers that placement's topic as
+// deleted and refuses to create it again, so a group leader whose meta
+// state still has the placement (this node's keeper before it applies
+// the second deletion, or a new leader should the group's leadership
+// move between the two) does not bring the topic back; a keeper that
+// finds such a placement finishes its deletion (finishDelete), so a
+// deletion whose second step failed is completed without a retry. A
+// later create of the name is a new placement and is made.
 func (n *Node) DeleteTopic(ctx context.Context, topic string) error {
 	return n.submit(ctx, topic, func(ctx context.Context, g *group) error {
 		n.placing.Lock()
 		defer n.placing.Unlock()
-		if err := g.commitSettled(ctx, &entry{op: opDeleteTopic, topic: topic}); err != nil {
+		p, _ := n.meta.fsm.placeOf(topic)
+		if g == n.meta {
+			p.at = 0 // a topic of the meta group itself has no placement
+		}
+		if err := g.commitSettled(ctx, &entry{op: opDeleteTopic, topic: topic, placed: p.at}); err != nil {
 			return err
 		}
 		if g == n.meta {
 			return nil
 		}
-		if err := n.commitTo(ctx, theGroup, &entry{op: opDeleteTopic, topic: topic}); err != nil {
+		if err := n.commitTo(ctx, theGroup, &entry{op: opDeleteTopic, topic: topic, placed: p.at}); err != nil {
 			return err
 		}
 		// Committed through another node (the meta leader), the deletion
 		// may not be applied here yet.
 		for {
-			if _, placed := n.meta.fsm.placeOf(topic); !placed {
+			if q, placed := n.meta.fsm.placeOf(topic); !placed || q.at != p.at {
 				return nil
 			}
 			if !sleepCtx(ctx, 10*time.Millisecond) {

@@ -109,6 +109,30 @@ func (f *fsm) placedIn(group string) map[string]bool {
 	return out
 }
 
+// deletedPlacement reports whether this data group's state records the
+// topic as deleted for placement at (a placement of unknown index, 0, is
+// never taken for deleted).
+func (f *fsm) deletedPlacement(topic string, at uint64) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return at != 0 && f.st.deleted[topic] >= at
+}
+
+// finishDelete completes, on g's leader, the deletion of a topic that g
+// deleted for its current placement while the meta group still places
+// it (DeleteTopic's second step failed, or has not been applied here
+// yet): it deletes that placement. It reports whether the topic was one.
+func (n *Node) finishDelete(ctx context.Context, g *group, topic string) bool {
+	p, ok := n.meta.fsm.placeOf(topic)
+	if !ok || !g.fsm.deletedPlacement(topic, p.at) {
+		return false
+	}
+	if err := n.commitTo(ctx, theGroup, &entry{op: opDeleteTopic, topic: topic, placed: p.at}); err != nil {
+		n.cfg.Log.Warn("replication: deleting the placement of a topic its group deleted", "group", g.id, "topic", topic, "err", err)
+	}
+	return true
+}
+
 // drainingNode reports whether the meta group records node as draining.
 func (f *fsm) drainingNode(node string) bool {
 	f.mu.Lock()
@@ -239,6 +263,9 @@ func (n *Node) tend(ctx context.Context, g *group) {
 	}
 	placed := n.meta.fsm.placedIn(g.id)
 	for name := range placed {
+		if n.finishDelete(ctx, g, name) {
+			continue
+		}
 		if err := n.ensureTopic(ctx, g, name); err != nil {
 			n.cfg.Log.Warn("replication: creating a placed topic in its group", "group", g.id, "topic", name, "err", err)
 		}

@@ -16,10 +16,10 @@ import (
 // A snapshot is written as a stream, so that neither taking nor restoring
 // one holds the bodies in memory:
 //
-//	version byte (4)
+//	version byte (5)
 //	nodes:  count, then (cluster address, tcp, http)
 //	topics: count, then each topic:
-//	  name, replicas, paused, policies
+//	  name, replicas, placement it was created for, paused, policies
 //	  channels: count, then (name, paused, policies)
 //	  batches in publication order: count, then each:
 //	    raft index, publish time, due, messages
@@ -28,14 +28,16 @@ import (
 //	    bodies of messages some holder has: (offset+1, body)…, then 0
 //	  per holder: what REQ or TOUCH said: count, then (seq, due, attempts)
 //	claims: count, then (name, raft index)
-//	placed topics: count, then (name, group, replicas)
+//	placed topics: count, then (name, group, replicas, raft index placed at)
 //	groups: count, then (id, members: count, then each)
 //	group leaders: count, then (group, node, term)
 //	draining nodes: count, then each
+//	deleted topics: count, then (name, placement)
 //
 // Integers are varints; strings and bodies are length-prefixed. Versions
-// 2 (without claims) and 3 (without placements) are still read.
-const snapshotVersion = 4
+// 2 (without claims), 3 (without placements) and 4 (without placement
+// indexes and deleted topics) are still read.
+const snapshotVersion = 5
 
 const (
 	heldNone byte = iota
@@ -51,6 +53,7 @@ type snapshot struct {
 	groups  map[string][]string
 	leaders map[string]groupLeader
 	drain   []string
+	deleted map[string]uint64
 	topics  []snapTopic
 	files   []*spillFile // kept open and on disk until Release
 }
@@ -58,6 +61,7 @@ type snapshot struct {
 type snapTopic struct {
 	name     string
 	replicas int
+	placed   uint64
 	paused   bool
 	policies [][]byte
 	channels []snapChannel
@@ -94,12 +98,12 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 	defer f.mu.Unlock()
 	s := &snapshot{f: f, nodes: maps.Clone(f.st.nodes), claims: maps.Clone(f.st.claims),
 		placed: maps.Clone(f.st.placed), groups: maps.Clone(f.st.groups), leaders: maps.Clone(f.st.leaders),
-		drain: sortedKeys(f.st.draining)}
+		drain: sortedKeys(f.st.draining), deleted: maps.Clone(f.st.deleted)}
 	var keep uint64
 	files := map[*spillFile]bool{}
 	for _, name := range f.st.topicNames() {
 		t := f.st.topics[name]
-		st := snapTopic{name: name, replicas: t.replicas, paused: t.paused, policies: t.policies}
+		st := snapTopic{name: name, replicas: t.replicas, placed: t.placed, paused: t.paused, policies: t.policies}
 		st.holders = append(st.holders, snapHolderOf(t.backlog))
 		for _, cname := range sortedKeys(t.channels) {
 			c := t.channels[cname]
@@ -165,6 +169,7 @@ func (s *snapshot) write(w *streamWriter) error {
 	for _, t := range s.topics {
 		w.string(t.name)
 		w.uvarint(uint64(t.replicas))
+		w.uvarint(t.placed)
 		w.bool(t.paused)
 		w.policies(t.policies)
 		w.uvarint(uint64(len(t.channels)))
@@ -201,6 +206,7 @@ func (s *snapshot) write(w *streamWriter) error {
 		w.string(name)
 		w.string(s.placed[name].group)
 		w.uvarint(uint64(s.placed[name].replicas))
+		w.uvarint(s.placed[name].at)
 	}
 	w.uvarint(uint64(len(s.groups)))
 	for _, id := range sortedKeys(s.groups) {
@@ -219,6 +225,11 @@ func (s *snapshot) write(w *streamWriter) error {
 	w.uvarint(uint64(len(s.drain)))
 	for _, node := range s.drain {
 		w.string(node)
+	}
+	w.uvarint(uint64(len(s.deleted)))
+	for _, name := range sortedKeys(s.deleted) {
+		w.string(name)
+		w.uvarint(s.deleted[name])
 	}
 	return w.err
 }
@@ -343,6 +354,9 @@ func readSnapshot(r *streamReader, spill *spillWriter) (*state, error) {
 	for range r.count() {
 		name := r.string()
 		t := newTopicState(int(r.uvarint()))
+		if version >= 5 {
+			t.placed = r.uvarint()
+		}
 		t.paused = r.bool()
 		t.policies = r.policies()
 		holders := []*holder{t.backlog}
@@ -379,7 +393,11 @@ func readSnapshot(r *streamReader, spill *spillWriter) (*state, error) {
 	if version >= 4 {
 		for range r.count() {
 			name := r.string()
-			st.placed[name] = placement{group: r.string(), replicas: int(r.uvarint())}
+			p := placement{group: r.string(), replicas: int(r.uvarint())}
+			if version >= 5 {
+				p.at = r.uvarint()
+			}
+			st.placed[name] = p
 		}
 		for range r.count() {
 			id := r.string()
@@ -395,6 +413,12 @@ func readSnapshot(r *streamReader, spill *spillWriter) (*state, error) {
 		}
 		for range r.count() {
 			st.draining[r.string()] = true
+		}
+	}
+	if version >= 5 {
+		for range r.count() {
+			name := r.string()
+			st.deleted[name] = r.uvarint()
 		}
 	}
 	if r.err != nil {

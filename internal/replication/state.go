@@ -83,6 +83,9 @@ type channelState struct {
 
 type topicState struct {
 	replicas int
+	// placed is, in a data group, the placement the topic was created for
+	// (0: unknown); a delete made for another one leaves it.
+	placed   uint64
 	paused   bool
 	policies [][]byte // policy patches in the order they were committed
 	channels map[string]*channelState
@@ -121,6 +124,13 @@ type state struct {
 	groups   map[string][]string
 	leaders  map[string]groupLeader
 	draining map[string]bool
+	// deleted is, in a data group's state, the placement (its meta raft
+	// index) of each topic deleted from the group since it was last made
+	// again: a create for that placement, from a group leader whose meta
+	// state does not have the placement's deletion yet, is refused, so a
+	// deleted topic does not come back; a later placement of the name is
+	// a new index and is created.
+	deleted map[string]uint64
 	// unused collects spill files no batch refers to any more, for the
 	// fsm to release (and delete) outside its lock.
 	unused []*spillFile
@@ -129,14 +139,17 @@ type state struct {
 func newState() *state {
 	return &state{topics: make(map[string]*topicState), nodes: make(map[string]NodeInfo), claims: make(map[string]uint64),
 		placed: make(map[string]placement), groups: make(map[string][]string), leaders: make(map[string]groupLeader),
-		draining: make(map[string]bool)}
+		draining: make(map[string]bool), deleted: make(map[string]uint64)}
 }
 
-// placement is where the meta group put a topic: its data group, and how
-// many replicas it was created with (the group's size then).
+// placement is where the meta group put a topic: its data group, how
+// many replicas it was created with (the group's size then), and the meta
+// raft index of the entry that placed it (0 in a snapshot from before
+// placements had it), which tells one placement of a name from the next.
 type placement struct {
 	group    string
 	replicas int
+	at       uint64
 }
 
 // groupLeader is the node a data group's leader said it was, in its term.
@@ -231,8 +244,13 @@ func (s *state) apply(index uint64, e *entry) {
 			delete(s.draining, e.node)
 		}
 	case opDeleteTopic:
-		delete(s.placed, e.topic)
-		if t, ok := s.topics[e.topic]; ok {
+		if p, ok := s.placed[e.topic]; ok && (e.placed == 0 || e.placed == p.at) {
+			delete(s.placed, e.topic)
+		}
+		if e.placed != 0 {
+			s.deleted[e.topic] = max(s.deleted[e.topic], e.placed)
+		}
+		if t, ok := s.topics[e.topic]; ok && (e.placed == 0 || t.placed == 0 || t.placed == e.placed) {
 			for _, c := range t.channels {
 				s.release(t, c.held)
 			}
@@ -317,13 +335,21 @@ func (s *state) create(e *entry) {
 	if s.topics[e.topic] != nil {
 		return
 	}
+	if e.placed != 0 && e.placed <= s.deleted[e.topic] {
+		return // the placement it was made for is deleted
+	}
 	if e.claim != 0 {
 		if s.claims[e.topic] != e.claim {
 			return
 		}
 		delete(s.claims, e.topic)
 	}
-	s.topics[e.topic] = newTopicState(e.replicas)
+	if e.placed != 0 {
+		delete(s.deleted, e.topic)
+	}
+	t := newTopicState(e.replicas)
+	t.placed = e.placed
+	s.topics[e.topic] = t
 }
 
 // place puts the topic in its data group, if the claim it was decided
@@ -342,7 +368,7 @@ func (s *state) place(index uint64, e *entry) {
 		return
 	}
 	delete(s.claims, e.topic)
-	s.placed[e.topic] = placement{group: g, replicas: e.replicas}
+	s.placed[e.topic] = placement{group: g, replicas: e.replicas, at: index}
 }
 
 func (s *state) publish(index uint64, e *entry) {

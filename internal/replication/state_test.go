@@ -39,6 +39,8 @@ func TestEntryRoundTrip(t *testing.T) {
 		{op: opGroupPrefer, group: "12", node: "b:2"},
 		{op: opDrain, node: "a:1", paused: true},
 		{op: opGroupVoters, group: "12", voters: []string{"d:4", "b:2", "c:3"}},
+		{op: opCreateTopic, topic: "t", replicas: 3, placed: 41},
+		{op: opDeleteTopic, topic: "t", placed: 41},
 	}
 	for _, e := range entries {
 		b := e.encode()
@@ -57,6 +59,102 @@ func TestEntryRoundTrip(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// A create or delete that names no placement is written as before
+// (version 3), so a node of an earlier release reads it; one that names
+// its placement is version 6.
+func TestEntryPlacementVersion(t *testing.T) {
+	for _, tc := range []struct {
+		e    *entry
+		want byte
+	}{
+		{&entry{op: opCreateTopic, topic: "t", replicas: 3, claim: 7}, 3},
+		{&entry{op: opDeleteTopic, topic: "t"}, 3},
+		{&entry{op: opCreateTopic, topic: "t", replicas: 3, placed: 9}, 6},
+		{&entry{op: opDeleteTopic, topic: "t", placed: 9}, 6},
+	} {
+		if got := tc.e.encode()[0]; got != tc.want {
+			t.Errorf("%+v: version %d, want %d", tc.e, got, tc.want)
+		}
+	}
+}
+
+// A data group deleted a topic for its placement: a create for that
+// placement (a group leader whose meta state still has it) is refused,
+// in the snapshot too, and a later placement of the name is created. A
+// delete made for an older placement leaves a newer one's topic.
+func TestDeletedPlacementIsNotCreatedAgain(t *testing.T) {
+	f := newTestFSM(t, t.TempDir())
+	f.commit(t,
+		&entry{op: opCreateTopic, topic: "t", replicas: 3, placed: 10},
+		&entry{op: opPublish, topic: "t", ts: 1, bodies: [][]byte{[]byte("m")}},
+		&entry{op: opDeleteTopic, topic: "t", placed: 10},
+		&entry{op: opCreateTopic, topic: "t", replicas: 3, placed: 10},
+	)
+	if f.replicas("t") != 0 || !f.deletedPlacement("t", 10) {
+		t.Fatalf("after a create for the deleted placement: replicas %d, deleted %v", f.replicas("t"), f.deletedPlacement("t", 10))
+	}
+	g := newTestFSM(t, t.TempDir())
+	if err := g.Restore(io.NopCloser(bytes.NewReader(f.snapshot(t)))); err != nil {
+		t.Fatal(err)
+	}
+	g.index = f.index
+	g.commit(t, &entry{op: opCreateTopic, topic: "t", replicas: 3, placed: 10})
+	if g.replicas("t") != 0 || !g.deletedPlacement("t", 10) {
+		t.Fatalf("restored: replicas %d, deleted %v", g.replicas("t"), g.deletedPlacement("t", 10))
+	}
+	g.commit(t, &entry{op: opCreateTopic, topic: "t", replicas: 2, placed: 20})
+	if g.replicas("t") != 2 || g.deletedPlacement("t", 20) {
+		t.Fatalf("a new placement: replicas %d, deleted %v", g.replicas("t"), g.deletedPlacement("t", 20))
+	}
+	g.commit(t, &entry{op: opDeleteTopic, topic: "t", placed: 10})
+	if g.replicas("t") != 2 {
+		t.Fatal("a delete for the old placement deleted the new one's topic")
+	}
+	h := newTestFSM(t, t.TempDir())
+	if err := h.Restore(io.NopCloser(bytes.NewReader(g.snapshot(t)))); err != nil {
+		t.Fatal(err)
+	}
+	h.index = g.index
+	h.commit(t, &entry{op: opDeleteTopic, topic: "t", placed: 10})
+	if h.replicas("t") != 2 {
+		t.Fatal("restored: a delete for the old placement deleted the new one's topic")
+	}
+	h.commit(t, &entry{op: opDeleteTopic, topic: "t", placed: 20})
+	if h.replicas("t") != 0 {
+		t.Fatal("the delete for the topic's placement left it")
+	}
+}
+
+// The meta group's deletion of a placement takes only the placement it
+// names, and a placement's index survives a snapshot.
+func TestPlacementDeletionNamesItsPlacement(t *testing.T) {
+	f := newTestFSM(t, t.TempDir())
+	f.commit(t,
+		&entry{op: opClaim, topic: "t"},
+		&entry{op: opPlace, topic: "t", replicas: 3, claim: 1, voters: []string{"a:1", "b:2", "c:3"}},
+	)
+	p, ok := f.placeOf("t")
+	if !ok || p.at != 2 {
+		t.Fatalf("placement %+v, %v; want one at index 2", p, ok)
+	}
+	f.commit(t, &entry{op: opDeleteTopic, topic: "t", placed: 1})
+	if _, ok := f.placeOf("t"); !ok {
+		t.Fatal("a deletion naming another placement deleted this one")
+	}
+	g := newTestFSM(t, t.TempDir())
+	if err := g.Restore(io.NopCloser(bytes.NewReader(f.snapshot(t)))); err != nil {
+		t.Fatal(err)
+	}
+	if q, ok := g.placeOf("t"); !ok || q != p {
+		t.Fatalf("restored placement %+v, %v; want %+v", q, ok, p)
+	}
+	g.index = f.index
+	g.commit(t, &entry{op: opDeleteTopic, topic: "t", placed: 2})
+	if _, ok := g.placeOf("t"); ok {
+		t.Fatal("the deletion naming the placement left it")
 	}
 }
 
@@ -447,8 +545,10 @@ func TestSnapshotRestore(t *testing.T) {
 	}
 }
 
-// Snapshots written before placements (version 3: no placement sections)
-// and before claims (version 2: no claims section either) still restore.
+// Snapshots written before placement indexes (version 4: no topic's or
+// placement's index, no deleted topics), before placements (version 3:
+// no placement sections either) and before claims (version 2: no claims
+// section either) still restore.
 func TestSnapshotOlderVersions(t *testing.T) {
 	f := newTestFSM(t, t.TempDir())
 	f.commit(t,
@@ -456,12 +556,16 @@ func TestSnapshotOlderVersions(t *testing.T) {
 		&entry{op: opPublish, topic: "t", ts: 1, bodies: [][]byte{[]byte("held")}},
 	)
 	want := f.dump(t)
-	v4 := f.snapshot(t)
-	// Without claims or placements the snapshot ends with five empty counts.
-	if v4[0] != 4 || !bytes.HasSuffix(v4, []byte{0, 0, 0, 0, 0}) {
-		t.Fatalf("a version 4 snapshot without claims or placements: version %d, ends % x", v4[0], v4[len(v4)-5:])
+	v5 := f.snapshot(t)
+	// No nodes, topic "t" with 3 replicas and no placement index; without
+	// claims, placements or deletions the snapshot ends with six empty
+	// counts.
+	if !bytes.HasPrefix(v5, []byte{5, 0, 1, 1, 't', 3, 0}) || !bytes.HasSuffix(v5, []byte{0, 0, 0, 0, 0, 0}) {
+		t.Fatalf("a version 5 snapshot of one topic without claims or placements: % x", v5)
 	}
+	v4 := append(append([]byte{4}, v5[1:6]...), v5[7:len(v5)-1]...)
 	for _, old := range [][]byte{
+		v4,
 		append([]byte{3}, v4[1:len(v4)-4]...),
 		append([]byte{2}, v4[1:len(v4)-5]...),
 	} {

@@ -174,6 +174,22 @@ func leaderOf(t *testing.T, nodes []*testDaemon, topic string) *testDaemon {
 	return leader
 }
 
+// startAgain starts a daemon on the options of one that was stopped
+// (its data dir and cluster address).
+func startAgain(t *testing.T, opts Options) *testDaemon {
+	t.Helper()
+	nd, err := New(&opts)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	if err := nd.Start(); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	d := &testDaemon{NSQD: nd, t: t, tcp: nd.TCPAddr().String(), http: nd.HTTPAddr().String()}
+	t.Cleanup(d.stop)
+	return d
+}
+
 // groupDir is where node d keeps the Raft group that holds topic.
 func groupDir(t *testing.T, d *testDaemon, topic string) string {
 	t.Helper()
@@ -399,15 +415,7 @@ func TestReplicationSnapshotCatchUp(t *testing.T) {
 		return latestSnapshotIndex(snaps) > finished
 	})
 
-	back, err := New(&opts)
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
-	if err := back.Start(); err != nil {
-		t.Fatalf("Start: %v", err)
-	}
-	returned := &testDaemon{NSQD: back, t: t, tcp: back.TCPAddr().String(), http: back.HTTPAddr().String()}
-	t.Cleanup(returned.stop)
+	returned := startAgain(t, opts)
 	waitHeld(t, []*testDaemon{returned}, topic, "c", "the returned node holds the unfinished half", n/2)
 	if spills, _ := filepath.Glob(filepath.Join(groupDir(t, returned, topic), "spill-*")); len(spills) != 1 {
 		t.Fatalf("the returned node has %d spill files; it should have caught up through a snapshot install", len(spills))
@@ -1257,4 +1265,91 @@ func TestJoiningNodeMakesNoTopicOfUnknownNames(t *testing.T) {
 	waitHeld(t, nodes, last, "c", "every publish the joined node acknowledged, in the replicated topic", acked+1)
 	joined.mustDo("POST", "/pub?topic="+topic, "after joining", 200)
 	waitHeld(t, nodes, topic, "c", "the joined node's publish in the replicated topic", 1)
+}
+
+// TestReplicatedDeleteFinishedByTheGroupLeader: a delete whose first step
+// (the topic's group) commits and whose second (its placement, in the
+// meta group) cannot, the meta group having lost its majority while the
+// topic's group has not, fails; the topic stays deleted meanwhile (the
+// group's leader neither makes it again nor takes publishes for it), and
+// once the meta group is back the group's leader deletes the placement
+// itself, with no retry. The name can then be created again.
+func TestReplicatedDeleteFinishedByTheGroupLeader(t *testing.T) {
+	nodes := startTestCluster(t, 5)
+	const topic = "halfgone"
+	createReplicated(t, nodes, nodes[0], nodes[0], topic, "c")
+	leader := leaderOf(t, nodes, topic)
+	lists := func(d *testDaemon) bool {
+		for _, v := range d.repl.Topics() {
+			if v.Name == topic {
+				return true
+			}
+		}
+		return false
+	}
+	// holders waits for the 3 of ds that hold the topic.
+	holders := func(ds []*testDaemon) []*testDaemon {
+		var out []*testDaemon
+		testutil.WaitFor(t, "3 nodes holding the topic of 3 replicas", 30*time.Second, func() bool {
+			out = out[:0]
+			for _, d := range ds {
+				if lists(d) {
+					out = append(out, d)
+				}
+			}
+			return len(out) == 3
+		})
+		return out
+	}
+	members := holders(nodes)
+	leader.mustDo("POST", "/pub?topic="+topic, "held", 200)
+	waitHeld(t, members, topic, "c", "the publish held on the topic's nodes", 1)
+
+	// Stop the two nodes outside the topic's group and one follower in
+	// it: 2 of the meta group's 5 voters remain, 2 of the group's 3.
+	down := append(othersThan(nodes, members...), followerOf(members, leader))
+	var downOpts []Options
+	for _, d := range down {
+		o := *d.opts
+		o.TCPAddress, o.HTTPAddress = "127.0.0.1:0", "127.0.0.1:0"
+		downOpts = append(downOpts, o)
+		d.stop()
+	}
+	up := othersThan(nodes, down...)
+	if code, body := leader.do("POST", "/topic/delete?topic="+topic, ""); code == 200 {
+		t.Fatalf("a delete without the meta group's majority answered 200: %s", body)
+	}
+	// Two of the keeper's rounds: the group's leader does not bring the
+	// topic back, and takes no publish for it.
+	for deadline := time.Now().Add(2500 * time.Millisecond); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		for _, d := range up {
+			if lists(d) {
+				t.Fatalf("%s holds the deleted topic again", d.opts.ClusterAddress)
+			}
+			if _, ok := d.GetExistingTopic(topic); ok {
+				t.Fatalf("%s has a local copy of the deleted topic", d.opts.ClusterAddress)
+			}
+		}
+	}
+	if code, body := leader.do("POST", "/pub?topic="+topic, "late"); code != 503 {
+		t.Fatalf("a publish to the half-deleted topic: %d %s, want 503", code, body)
+	}
+
+	var back []*testDaemon
+	for _, o := range downOpts {
+		back = append(back, startAgain(t, o))
+	}
+	all := append(up, back...)
+	testutil.WaitFor(t, "the placement deleted on every node without a retry", 30*time.Second, func() bool {
+		for _, d := range all {
+			if d.repl.Replicas(topic) != 0 || lists(d) {
+				return false
+			}
+		}
+		return true
+	})
+
+	createReplicated(t, all, all[0], all[0], topic, "c")
+	all[0].mustDo("POST", "/pub?topic="+topic, "again", 200)
+	waitHeld(t, holders(all), topic, "c", "the new topic's publish held", 1)
 }

@@ -71,6 +71,11 @@ const (
 	// maxEntry bounds an entry's length field, so that a corrupt length
 	// is reported as corruption rather than allocated.
 	maxEntry = 1 << 30
+	// keepEncoded is the largest append buffer kept for the next append:
+	// enough for a group commit of a megabyte of bodies, which would
+	// otherwise allocate its buffer anew each time; a larger batch's is
+	// dropped, so an idle log does not hold it.
+	keepEncoded = 2 << 20
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -481,8 +486,8 @@ func (s *Store) StoreLogs(logs []*raft.Log) error {
 	}
 	tail.size += int64(len(s.enc))
 	tail.last = logs[len(logs)-1].Index
-	if cap(s.enc) > 4*readAhead {
-		s.enc = nil // a huge batch's buffer is not kept
+	if cap(s.enc) > keepEncoded {
+		s.enc = nil
 	}
 	return nil
 }

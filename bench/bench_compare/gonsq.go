@@ -40,12 +40,7 @@ func pubsubGoNSQ(ctx context.Context, e *env) (samples []sample, err error) {
 	if err != nil {
 		return nil, err
 	}
-	rss, err := e.peakRSS(d)
-	return []sample{
-		{"PUB msgs/s", pub.rate}, {"PUB CPU µs/msg", pub.cpu}, {"PUB client CPU µs/msg", pub.clientCPU},
-		{"SUB msgs/s", sub.rate}, {"SUB CPU µs/msg", sub.cpu}, {"SUB client CPU µs/msg", sub.clientCPU},
-		rss,
-	}, err
+	return pubSubSamples(e, d, pub, sub)
 }
 
 // goNSQPublish runs the Producers for cfg.pubDuration and returns how many

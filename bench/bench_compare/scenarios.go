@@ -104,6 +104,12 @@ func pubSubOn(ctx context.Context, e *env, d *daemon) (samples []sample, err err
 	if err != nil {
 		return nil, err
 	}
+	return pubSubSamples(e, d, pub, sub)
+}
+
+// pubSubSamples is what pubsub and its variants report: the PUB and SUB
+// windows' figures and d's peak RSS.
+func pubSubSamples(e *env, d *daemon, pub, sub measured) ([]sample, error) {
 	rss, err := e.peakRSS(d)
 	return []sample{
 		{"PUB msgs/s", pub.rate}, {"PUB CPU µs/msg", pub.cpu}, {"PUB client CPU µs/msg", pub.clientCPU},

@@ -1,8 +1,10 @@
 // Package atomicfile replaces small files so that a crash leaves either
-// the old content or the new, never a mix.
+// the old content or the new, never a mix, and makes a directory's
+// entries durable (SyncDir).
 package atomicfile
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -30,4 +32,14 @@ func Write(final string, b []byte) error {
 		return err
 	}
 	return nil
+}
+
+// SyncDir fsyncs a directory, making the entries created, renamed or
+// removed in it durable.
+func SyncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	return errors.Join(d.Sync(), d.Close())
 }

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+
+	"github.com/nsqgo/nsq/internal/atomicfile"
 )
 
 // writeBufSize bounds the buffer records are gathered in before write(2).
@@ -129,7 +131,7 @@ func (q *Queue) openWriter() error {
 			// A new segment: make its directory entry durable now, so that
 			// the fsyncs of its data (SyncEvery) are enough to survive a
 			// power loss. Best effort: some file systems refuse it.
-			if err := syncDir(q.dir); err != nil {
+			if err := atomicfile.SyncDir(q.dir); err != nil {
 				q.log.Warn("diskqueue cannot fsync the data directory", "queue", q.name, "dir", q.dir, "err", err)
 			}
 		}
@@ -248,13 +250,4 @@ func (q *Queue) rollback(start metaState) {
 	if q.readNum == q.writeNum {
 		q.readEndKnown = false
 	}
-}
-
-// syncDir fsyncs a directory, making the entries created in it durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	return errors.Join(d.Sync(), d.Close())
 }

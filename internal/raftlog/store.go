@@ -55,6 +55,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/nsqgo/nsq/internal/atomicfile"
 )
 
 const (
@@ -514,9 +516,9 @@ func (s *Store) startSegment(first uint64) error {
 	if err != nil {
 		return fmt.Errorf("raft log: %w", err)
 	}
-	if err := syncDir(s.dir); err != nil {
+	if err := atomicfile.SyncDir(s.dir); err != nil {
 		f.Close()
-		return err
+		return fmt.Errorf("raft log: fsync of %s: %w", s.dir, err)
 	}
 	s.segs = append(s.segs, &segment{path: path, f: f, base: first, first: first, last: first - 1})
 	return nil
@@ -657,16 +659,4 @@ func (s *Store) closeFiles() {
 	for _, seg := range s.segs {
 		seg.close()
 	}
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("raft log: %w", err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("raft log: fsync of %s: %w", dir, err)
-	}
-	return nil
 }

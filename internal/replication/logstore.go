@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 
+	"github.com/nsqgo/nsq/internal/atomicfile"
 	"github.com/nsqgo/nsq/internal/raftlog"
 )
 
@@ -88,7 +89,7 @@ func copyBoltLog(from, to string) (int, error) {
 		err = os.Rename(tmp, to)
 	}
 	if err == nil {
-		err = syncDir(filepath.Dir(to))
+		err = atomicfile.SyncDir(filepath.Dir(to))
 	}
 	if err != nil {
 		return 0, fmt.Errorf("copying the bbolt raft log: %w", err)
@@ -133,15 +134,6 @@ func copyLog(src raft.LogStore, dst *raftlog.Store) (int, error) {
 		}
 	}
 	return n, flush()
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 func (s *stores) Close() error {

@@ -247,7 +247,10 @@ func (s *state) apply(index uint64, e *entry) {
 		if p, ok := s.placed[e.topic]; ok && (e.placed == 0 || e.placed == p.at) {
 			delete(s.placed, e.topic)
 		}
-		if e.placed != 0 {
+		// Only a data group keeps the deleted placement: a delete that
+		// names one comes after that placement made a group, so the meta
+		// group's state, which records groups, has one.
+		if e.placed != 0 && len(s.groups) == 0 {
 			s.deleted[e.topic] = max(s.deleted[e.topic], e.placed)
 		}
 		if t, ok := s.topics[e.topic]; ok && (e.placed == 0 || t.placed == 0 || t.placed == e.placed) {

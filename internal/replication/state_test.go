@@ -735,3 +735,16 @@ func TestLogCopiedFromBolt(t *testing.T) {
 		t.Fatalf("entry 650, in the gap: %v", err)
 	}
 }
+
+// The meta group's state, where a deletion names the placement it takes,
+// keeps no deleted placements: those are the data groups' to refuse
+// creates with.
+func TestMetaStateKeepsNoDeletedPlacements(t *testing.T) {
+	s := newState()
+	s.apply(1, &entry{op: opClaim, topic: "t"})
+	s.apply(2, &entry{op: opPlace, topic: "t", replicas: 3, claim: 1, voters: []string{"a:1", "b:2", "c:3"}})
+	s.apply(3, &entry{op: opDeleteTopic, topic: "t", placed: 2})
+	if _, ok := s.placed["t"]; ok || len(s.deleted) != 0 {
+		t.Fatalf("after the deletion: placed %v, deleted %v", s.placed, s.deleted)
+	}
+}

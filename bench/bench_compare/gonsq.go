@@ -115,14 +115,7 @@ func goNSQConsume(ctx context.Context, e *env, d *daemon, want int64, logTo io.W
 		return nil
 	})
 	var consumers []*nsq.Consumer
-	defer func() {
-		for _, c := range consumers {
-			c.Stop()
-		}
-		for _, c := range consumers {
-			<-c.StopChan
-		}
-	}()
+	defer func() { stopConsumers(consumers) }()
 	w, err := e.begin(ctx, d, "sub")
 	if err != nil {
 		return measured{}, err

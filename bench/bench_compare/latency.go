@@ -78,7 +78,7 @@ func latencyMode1(ctx context.Context, e *env, mode latencyMode) (samples []samp
 	if err != nil {
 		return nil, err
 	}
-	defer stopLatencyConsumers(consumers)
+	defer stopConsumers(consumers)
 	producers, err := dialPacedProducers(ctx, d.TCPAddr, e.cfg.latencyProducers)
 	if err != nil {
 		return nil, err
@@ -469,14 +469,14 @@ func startLatencyConsumers(addr string, n, rdy int, rec *latencyRecorder, logTo 
 		cfg.MaxInFlight = rdy
 		c, err := nsq.NewConsumer(benchTopic, benchChannel, cfg)
 		if err != nil {
-			stopLatencyConsumers(consumers)
+			stopConsumers(consumers)
 			return nil, fmt.Errorf("consumer %d: %w", i, err)
 		}
 		c.SetLogger(log.New(logTo, fmt.Sprintf("consumer %d: ", i), 0), nsq.LogLevelError)
 		c.AddHandler(rec.handler(i))
 		if err := c.ConnectToNSQD(addr); err != nil {
 			c.Stop()
-			stopLatencyConsumers(consumers)
+			stopConsumers(consumers)
 			return nil, fmt.Errorf("consumer %d: %w", i, err)
 		}
 		consumers = append(consumers, c)
@@ -484,7 +484,8 @@ func startLatencyConsumers(addr string, n, rdy int, rec *latencyRecorder, logTo 
 	return consumers, nil
 }
 
-func stopLatencyConsumers(consumers []*nsq.Consumer) {
+// stopConsumers stops go-nsq consumers and waits until each has stopped.
+func stopConsumers(consumers []*nsq.Consumer) {
 	for _, c := range consumers {
 		c.Stop()
 	}

@@ -34,7 +34,7 @@ func TestLatencyCountsFromTheDueTime(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer stopLatencyConsumers(consumers)
+	defer stopConsumers(consumers)
 	producers, err := dialPacedProducers(ctx, d.TCPAddr, 2)
 	if err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -49,7 +50,20 @@ var latencyModes = []latencyMode{
 
 // latency runs every rate of cfg.latencyRates for each queue mode, on a
 // fresh daemon per mode.
+//
+// The producers sleep in nanosleep(2) (preciseSleep), and a goroutine in
+// a system call keeps its P until the runtime's monitor thread takes it
+// back, which can take milliseconds. With at least as many producers as
+// Ps, the go-nsq consumers of this process then found no P to run on:
+// messages the daemon had written on time waited 5–20 ms in this
+// process's socket buffers, bunched, once or twice a second (a trace of
+// the daemon showed its deliveries going out at the offered rate all the
+// while). Each producer therefore gets a P of its own on top of the
+// process's usual ones, so the consumers are scheduled as they would be
+// in a process of their own.
 func latency(ctx context.Context, e *env) ([]sample, error) {
+	prev := runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + e.cfg.latencyProducers)
+	defer runtime.GOMAXPROCS(prev)
 	var samples []sample
 	for _, mode := range latencyModes {
 		s, err := latencyMode1(ctx, e, mode)
@@ -356,7 +370,8 @@ func appendPub(buf []byte, topic string, body []byte) []byte {
 // millisecond fires a millisecond late when the runtime is idle (it waits
 // in epoll with millisecond resolution), which at 10k msg/s would make
 // every send a millisecond late; nanosleep's slack is tens of µs. It
-// blocks its thread, which the runtime replaces.
+// blocks its thread and, until the runtime takes it back, its P: latency
+// gives each producer a P of its own.
 func preciseSleep(d time.Duration) {
 	ts := syscall.NsecToTimespec(int64(d))
 	for {

@@ -184,13 +184,57 @@ func (d *daemon) logTail() string {
 	return string(b)
 }
 
-// CPU is the CPU time (user + system) the daemon has used so far.
-func (d *daemon) CPU() (time.Duration, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", d.cmd.Process.Pid))
+// usage is what a process has used so far: CPU time (user + system) and
+// read and write system calls (syscr + syscw of /proc/<pid>/io: reads and
+// writes of sockets and files, not epoll or futex waits). The calls are a
+// count, so unlike CPU time they do not change with how busy the shared
+// machine is, and on loopback most of a daemon's CPU goes into them.
+type usage struct {
+	cpu      time.Duration
+	syscalls int64
+}
+
+// Usage is the daemon's usage so far.
+func (d *daemon) Usage() (usage, error) {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", d.cmd.Process.Pid))
 	if err != nil {
-		return 0, err
+		return usage{}, fmt.Errorf("read CPU time: %w", err)
 	}
-	return parseStatCPU(string(b))
+	cpu, err := parseStatCPU(string(stat))
+	if err != nil {
+		return usage{}, err
+	}
+	io, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", d.cmd.Process.Pid))
+	if err != nil {
+		return usage{}, fmt.Errorf("read system calls: %w", err)
+	}
+	calls, err := parseIOSyscalls(string(io))
+	if err != nil {
+		return usage{}, err
+	}
+	return usage{cpu: cpu, syscalls: calls}, nil
+}
+
+// parseIOSyscalls is syscr + syscw of a /proc/<pid>/io text.
+func parseIOSyscalls(text string) (int64, error) {
+	var sum int64
+	found := 0
+	for _, line := range strings.Split(text, "\n") {
+		key, value, ok := strings.Cut(line, ":")
+		if !ok || (key != "syscr" && key != "syscw") {
+			continue
+		}
+		n, err := strconv.ParseInt(strings.TrimSpace(value), 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("malformed /proc io line %q: %w", line, err)
+		}
+		sum += n
+		found++
+	}
+	if found != 2 {
+		return 0, fmt.Errorf("/proc io without syscr and syscw: %q", text)
+	}
+	return sum, nil
 }
 
 // parseStatCPU reads utime and stime (fields 14 and 15) of a

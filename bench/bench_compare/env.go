@@ -60,12 +60,13 @@ func (e *env) profileName(part string) string {
 }
 
 // window measures one phase of a scenario: elapsed time, the daemon's CPU
-// time and this process's (the client's) between begin and end.
+// time and system calls, and this process's (the client's) CPU time
+// between begin and end.
 type window struct {
 	ctx        context.Context
-	cpu        func() (time.Duration, error)
+	usage      func() (usage, error)
 	t0         time.Time
-	cpu0       time.Duration
+	usage0     usage
 	clientCPU0 time.Duration
 	profile    *pendingProfile // nil when not profiling the daemon
 	client     *clientProfile  // nil when not profiling the client
@@ -75,20 +76,21 @@ type window struct {
 type measured struct {
 	rate      float64 // messages per second
 	cpu       float64 // µs of daemon CPU per message
+	syscalls  float64 // the daemon's read and write system calls per message
 	clientCPU float64 // µs of this client's CPU per message
 }
 
 // begin opens a measuring window on d; phase names its CPU profiles.
 func (e *env) begin(ctx context.Context, d *daemon, phase string) (*window, error) {
-	w := &window{ctx: ctx, cpu: d.CPU}
+	w := &window{ctx: ctx, usage: d.Usage}
 	if e.group != nil {
-		w.cpu = e.groupCPU
+		w.usage = e.groupUsage
 	}
-	cpu, err := w.cpu()
+	u, err := w.usage()
 	if err != nil {
-		return nil, fmt.Errorf("read CPU time: %w", err)
+		return nil, err
 	}
-	w.cpu0 = cpu
+	w.usage0 = u
 	if w.clientCPU0, err = processCPU(); err != nil {
 		return nil, err
 	}
@@ -108,9 +110,9 @@ func (e *env) begin(ctx context.Context, d *daemon, phase string) (*window, erro
 // running is waited for after the figures are taken.
 func (w *window) end(msgs int64) (measured, error) {
 	elapsed := time.Since(w.t0)
-	cpu, err := w.cpu()
+	u, err := w.usage()
 	if err != nil {
-		return measured{}, fmt.Errorf("read CPU time: %w", err)
+		return measured{}, err
 	}
 	clientCPU, err := processCPU()
 	if err != nil {
@@ -132,7 +134,8 @@ func (w *window) end(msgs int64) (measured, error) {
 	perMsg := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(msgs) }
 	return measured{
 		rate:      float64(msgs) / elapsed.Seconds(),
-		cpu:       perMsg(cpu - w.cpu0),
+		cpu:       perMsg(u.cpu - w.usage0.cpu),
+		syscalls:  float64(u.syscalls-w.usage0.syscalls) / float64(msgs),
 		clientCPU: perMsg(clientCPU - w.clientCPU0),
 	}, nil
 }
@@ -148,15 +151,16 @@ func fileNamePart(s string) string {
 	}, s)
 }
 
-// groupCPU is the CPU time of every process of e.group.
-func (e *env) groupCPU() (time.Duration, error) {
-	var sum time.Duration
+// groupUsage is the usage of every process of e.group together.
+func (e *env) groupUsage() (usage, error) {
+	var sum usage
 	for _, d := range e.group {
-		cpu, err := d.CPU()
+		u, err := d.Usage()
 		if err != nil {
-			return 0, err
+			return usage{}, err
 		}
-		sum += cpu
+		sum.cpu += u.cpu
+		sum.syscalls += u.syscalls
 	}
 	return sum, nil
 }

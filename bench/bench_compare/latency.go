@@ -472,6 +472,7 @@ func (r *latencyRecorder) samples(label string, delays *hdrhistogram.Histogram, 
 		{label + ": publish delay max (ms)", ms(delays.Max())},
 		{label + ": delivered msgs/s", m.rate},
 		{label + ": CPU µs/msg", m.cpu},
+		{label + ": syscalls/msg", m.syscalls},
 	}
 }
 

@@ -6,7 +6,9 @@
 // 127.0.0.1) and drives it with the same client code, raw protocol V2 and
 // HTTP (pubsub-gonsq and latency use go-nsq). Throughput is messages over wall time; CPU per message is the
 // daemon's utime+stime from /proc/<pid>/stat over the same window divided
-// by the messages; peak RSS is VmHWM from /proc/<pid>/status. Every
+// by the messages, and syscalls per message its read and write system
+// calls (syscr + syscw of /proc/<pid>/io) over it, a count that a busy
+// machine does not change; peak RSS is VmHWM from /proc/<pid>/status. Every
 // scenario checks that exactly the messages published arrived: a mismatch
 // ends the run with an error.
 //

@@ -79,6 +79,8 @@ func TestOneTinyRoundOfEveryScenario(t *testing.T) {
 		{"fanout", "delivered msgs/s"}, {"fanout", "CPU µs/msg"}, {"fanout", "peak RSS (MB)"},
 		{"route", "routed channel-msgs/s"}, {"route", "CPU µs/channel-msg"}, {"route", "RSS per held channel-msg (B)"},
 		{"burt", "end-to-end msgs/s"}, {"burt", "CPU µs/msg"},
+		{"pubsub", "PUB syscalls/msg"}, {"pubsub", "SUB syscalls/msg"}, {"replicated", "PUB syscalls/msg"},
+		{"fanout", "syscalls/msg"}, {"burt", "syscalls/msg"}, {"latency", "memory, 2k msg/s: syscalls/msg"},
 		{"stats", "/stats, 20 topics × 2 channels (ms)"}, {"stats", "/stats, 1 topic × 50 channels (ms)"},
 		{"stats", "/stats, 20 topics × 2 channels, parsed as nsqadmin does (ms)"},
 		{"stats", "/stats, 20 topics × 2 channels, daemon CPU per request, idle work included (ms)"}, {"stats", "/stats, 1 topic × 50 channels, daemon CPU per request, idle work included (ms)"},

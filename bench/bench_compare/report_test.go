@@ -19,6 +19,19 @@ func TestParseStatCPU(t *testing.T) {
 	}
 }
 
+func TestParseIOSyscalls(t *testing.T) {
+	io := "rchar: 578980912\nwchar: 582092306\nsyscr: 575108\nsyscw: 781293\nread_bytes: 167936\n"
+	if got, err := parseIOSyscalls(io); err != nil || got != 575108+781293 {
+		t.Fatalf("got %d %v, want %d", got, err, 575108+781293)
+	}
+	if _, err := parseIOSyscalls("rchar: 1\nsyscr: 2\n"); err == nil {
+		t.Fatal("io without syscw accepted")
+	}
+	if _, err := parseIOSyscalls("syscr: 2\nsyscw: x\n"); err == nil {
+		t.Fatal("malformed syscw accepted")
+	}
+}
+
 func TestParseStatusKB(t *testing.T) {
 	status := "Name:\tnsqd\nVmHWM:\t  123456 kB\nVmRSS:\t    1024 kB\n"
 	if got, err := parseStatusKB(status, "VmHWM"); err != nil || got != 123456<<10 {

@@ -112,8 +112,8 @@ func pubSubOn(ctx context.Context, e *env, d *daemon) (samples []sample, err err
 func pubSubSamples(e *env, d *daemon, pub, sub measured) ([]sample, error) {
 	rss, err := e.peakRSS(d)
 	return []sample{
-		{"PUB msgs/s", pub.rate}, {"PUB CPU µs/msg", pub.cpu}, {"PUB client CPU µs/msg", pub.clientCPU},
-		{"SUB msgs/s", sub.rate}, {"SUB CPU µs/msg", sub.cpu}, {"SUB client CPU µs/msg", sub.clientCPU},
+		{"PUB msgs/s", pub.rate}, {"PUB CPU µs/msg", pub.cpu}, {"PUB syscalls/msg", pub.syscalls}, {"PUB client CPU µs/msg", pub.clientCPU},
+		{"SUB msgs/s", sub.rate}, {"SUB CPU µs/msg", sub.cpu}, {"SUB syscalls/msg", sub.syscalls}, {"SUB client CPU µs/msg", sub.clientCPU},
 		rss,
 	}, err
 }
@@ -174,7 +174,7 @@ func fanout(ctx context.Context, e *env) (samples []sample, err error) {
 		return nil, err
 	}
 	rss, err := e.peakRSS(d)
-	return []sample{{"delivered msgs/s", m.rate}, {"CPU µs/msg", m.cpu}, rss}, err
+	return []sample{{"delivered msgs/s", m.rate}, {"CPU µs/msg", m.cpu}, {"syscalls/msg", m.syscalls}, rss}, err
 }
 
 // fanoutChannels creates fanout's and route's topic and its
@@ -342,7 +342,7 @@ func burt(ctx context.Context, e *env) (samples []sample, err error) {
 		return nil, err
 	}
 	rss, err := e.peakRSS(d)
-	return []sample{{"end-to-end msgs/s", m.rate}, {"CPU µs/msg", m.cpu}, rss}, err
+	return []sample{{"end-to-end msgs/s", m.rate}, {"CPU µs/msg", m.cpu}, {"syscalls/msg", m.syscalls}, rss}, err
 }
 
 // stats times GET /stats?format=json on two daemons: one with

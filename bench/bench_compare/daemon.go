@@ -196,23 +196,25 @@ type usage struct {
 
 // Usage is the daemon's usage so far.
 func (d *daemon) Usage() (usage, error) {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", d.cmd.Process.Pid))
-	if err != nil {
-		return usage{}, fmt.Errorf("read CPU time: %w", err)
-	}
-	cpu, err := parseStatCPU(string(stat))
+	cpu, err := readProc(d, "stat", parseStatCPU)
 	if err != nil {
 		return usage{}, err
 	}
-	io, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", d.cmd.Process.Pid))
-	if err != nil {
-		return usage{}, fmt.Errorf("read system calls: %w", err)
-	}
-	calls, err := parseIOSyscalls(string(io))
+	calls, err := readProc(d, "io", parseIOSyscalls)
 	if err != nil {
 		return usage{}, err
 	}
 	return usage{cpu: cpu, syscalls: calls}, nil
+}
+
+// readProc parses /proc/<pid>/name of d's process with parse.
+func readProc[T any](d *daemon, name string, parse func(string) (T, error)) (T, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/%s", d.cmd.Process.Pid, name))
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	return parse(string(b))
 }
 
 // parseIOSyscalls is syscr + syscw of a /proc/<pid>/io text.
@@ -267,11 +269,7 @@ func (d *daemon) PeakRSS() (int64, error) { return d.statusBytes("VmHWM") }
 func (d *daemon) RSS() (int64, error) { return d.statusBytes("VmRSS") }
 
 func (d *daemon) statusBytes(key string) (int64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", d.cmd.Process.Pid))
-	if err != nil {
-		return 0, err
-	}
-	return parseStatusKB(string(b), key)
+	return readProc(d, "status", func(status string) (int64, error) { return parseStatusKB(status, key) })
 }
 
 // parseStatusKB finds "key:   123 kB" in a /proc/<pid>/status text.

@@ -187,8 +187,9 @@ func (d *daemon) logTail() string {
 // usage is what a process has used so far: CPU time (user + system) and
 // read and write system calls (syscr + syscw of /proc/<pid>/io: reads and
 // writes of sockets and files, not epoll or futex waits). The calls are a
-// count, so unlike CPU time they do not change with how busy the shared
-// machine is, and on loopback most of a daemon's CPU goes into them.
+// count, which changes much less than CPU time with how busy the shared
+// machine is, and on loopback half or more of a daemon's CPU profile is
+// in system calls.
 type usage struct {
 	cpu      time.Duration
 	syscalls int64

@@ -8,7 +8,7 @@
 // daemon's utime+stime from /proc/<pid>/stat over the same window divided
 // by the messages, and syscalls per message its read and write system
 // calls (syscr + syscw of /proc/<pid>/io) over it, a count that a busy
-// machine does not change; peak RSS is VmHWM from /proc/<pid>/status. Every
+// machine changes much less than CPU time; peak RSS is VmHWM from /proc/<pid>/status. Every
 // scenario checks that exactly the messages published arrived: a mismatch
 // ends the run with an error.
 //

@@ -78,9 +78,7 @@ func goNSQPublish(ctx context.Context, e *env, d *daemon, logTo io.Writer) (int6
 	errs := make([]error, len(producers))
 	var wg sync.WaitGroup
 	for i, p := range producers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for time.Now().Before(end) && ctx.Err() == nil {
 				if err := p.MultiPublish(benchTopic, bodies); err != nil {
 					errs[i] = fmt.Errorf("producer %d: MPUB: %w", i, err)
@@ -88,7 +86,7 @@ func goNSQPublish(ctx context.Context, e *env, d *daemon, logTo io.Writer) (int6
 				}
 				published.Add(pubsubBatch)
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	if err := errors.Join(append(errs, ctx.Err())...); err != nil {

@@ -150,16 +150,14 @@ func runLatencyPhase(ctx context.Context, e *env, d *daemon, p latencyPhase, pro
 	results := make([]result, len(producers))
 	var wg sync.WaitGroup
 	for i, pr := range producers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			// The producers' schedules interleave: together they send
 			// evenly at p.rate.
 			first := p.start + time.Duration(i)*interval/time.Duration(len(producers))
 			r := &results[i]
 			r.delays = newLatencyHistogram()
 			r.sent, r.err = pr.run(ctx, rec.base, schedule{first, interval, p.end(), p.measureFrom()}, r.delays)
-		}()
+		})
 	}
 	m, err := measureWindow(ctx, e, d, rec, p, label)
 	wg.Wait()

@@ -1,6 +1,8 @@
 package nsqd
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -40,8 +42,9 @@ type peeker interface {
 }
 
 // readBody reads a body from r. With size >= 0 it is exactly size bytes
-// (the caller checked size against its limit); with size < 0 it is
-// everything up to EOF, at most limit bytes, else errBodyTooBig. The
+// (the caller checked size against its limit), or fewer if r ends it first
+// with errBodyEnded; with size < 0 it is everything up to EOF (or
+// errBodyEnded), at most limit bytes, else errBodyTooBig. The
 // result has no spare capacity: it may become a message body and live
 // long. into, if not nil, is where a body of size bytes goes (len(into)
 // is size) instead of a new allocation. Waiting for budget ends with ctx.
@@ -77,8 +80,9 @@ func readBody(ctx context.Context, r io.Reader, size, limit int64, budget *bodyB
 					if _, err := p.Peek(1); err != nil {
 						return nil, cutShort(check, buf, eofIsUnexpected(err, want))
 					}
-				} else {
-					next = min(want, smallBody)
+				}
+				if !canPeek || size < 0 {
+					next = min(want, smallBody) // no length to go by: start small
 				}
 			}
 			if next > smallBody {
@@ -102,20 +106,18 @@ func readBody(ctx context.Context, r io.Reader, size, limit int64, budget *bodyB
 				return nil, err
 			}
 		}
-		if errors.Is(err, io.EOF) && size < 0 {
+		if errors.Is(err, io.EOF) && size < 0 || errors.Is(err, errBodyEnded) {
 			break
 		}
 		if err != nil && int64(len(buf)) < want {
 			return nil, cutShort(check, buf, eofIsUnexpected(err, want))
 		}
 	}
-	if size < 0 {
-		if int64(len(buf)) > limit {
-			return nil, errBodyTooBig
-		}
-		if cap(buf) > len(buf) {
-			buf = append(make([]byte, 0, len(buf)), buf...)
-		}
+	if size < 0 && int64(len(buf)) > limit {
+		return nil, errBodyTooBig
+	}
+	if int64(len(buf)) != size && cap(buf) > len(buf) { // the body ended where r said
+		buf = append(make([]byte, 0, len(buf)), buf...)
 	}
 	return buf, nil
 }
@@ -200,23 +202,32 @@ type bodyLimits struct {
 //
 //	[int32 count] count × ([int32 size][size bytes])
 //
-// with count in 1..(maxBody-4)/5 and each size in 1..maxMsg, as far as its
-// bytes have arrived, and resumes where it stopped when more arrive: a bad
-// header is refused as soon as it is read, as NSQ does, not after the rest
-// of a large body. A part that claims more bytes than the declared body
-// has left is refused at once: the declared size is where the command
-// ends, never read past. Bytes after the last part are ignored, as HTTP
-// /mpub does. Errors are fatal protocol errors in NSQ's codes and texts.
+// with count in 1..(maxBody-4)/5, each size in 1..maxMsg and the parts'
+// total (each size + 4) at most maxBody, as far as its bytes have arrived,
+// and resumes where it stopped when more arrive: a bad header is refused as
+// soon as it is read, as NSQ does, not after the rest of a large body. The
+// parts decide where the body ends, as they do for NSQ, which reads them
+// from the stream and only checks the size the command declared: next is
+// how far the body surely goes, given what has been walked. Errors are
+// fatal protocol errors in NSQ's codes and texts.
 type mpubWalk struct {
 	lim   bodyLimits
 	cmd   string
-	end   int   // declared body size
-	eof   bool  // no more bytes will come: what is missing is an error
+	whole bool  // the body is held whole: what is missing is an error
+	eof   bool  // the input ended: what is missing is an error
 	off   int   // first byte not walked yet
+	next  int   // the header or part being waited for ends here
 	count int32 // 0 until read
 	i     int32 // parts walked
 	total int64 // NSQ's running size: each part's size + 4
 }
+
+func newMPUBWalk(lim bodyLimits, cmd string) mpubWalk {
+	return mpubWalk{lim: lim, cmd: cmd, next: 4}
+}
+
+// done reports whether every part has been walked: the body ends at off.
+func (w *mpubWalk) done() bool { return w.count > 0 && w.i == w.count }
 
 func (w *mpubWalk) arrived(b []byte) error { return w.advance(b, nil) }
 
@@ -227,7 +238,7 @@ func (w *mpubWalk) cut(b []byte) error {
 }
 
 // cutErr is the read error NSQ logs with a part the stream ended in, of
-// which have bytes had come: none if the body did not end early.
+// which have bytes had come: none if the input did not end early.
 func (w *mpubWalk) cutErr(have int) error {
 	switch {
 	case !w.eof:
@@ -241,7 +252,7 @@ func (w *mpubWalk) cutErr(have int) error {
 // advance walks b, the body's first len(b) bytes, from where the last call
 // stopped, calling part (if not nil) for each whole part.
 func (w *mpubWalk) advance(b []byte, part func([]byte)) error {
-	complete := w.eof || len(b) >= w.end
+	complete := w.eof || w.whole
 	if w.count == 0 {
 		if len(b) < 4 {
 			if complete {
@@ -257,6 +268,7 @@ func (w *mpubWalk) advance(b []byte, part func([]byte)) error {
 	}
 	for ; w.i < w.count; w.i++ {
 		if len(b)-w.off < 4 {
+			w.next = w.off + 4
 			if complete {
 				return wire.NewFatalClientErr("E_BAD_MESSAGE", "%s failed to read message(%d) body size", w.cmd, w.i).WithParent(w.cutErr(len(b) - w.off))
 			}
@@ -272,10 +284,8 @@ func (w *mpubWalk) advance(b []byte, part func([]byte)) error {
 		if w.total+int64(size)+4 > w.lim.maxBody {
 			return wire.NewFatalClientErr("E_BAD_BODY", "%s body too big %d > %d", w.cmd, w.total+int64(size)+4, w.lim.maxBody)
 		}
-		if left := w.end - w.off - 4; int(size) > left {
-			return wire.NewFatalClientErr("E_BAD_MESSAGE", "%s message(%d) body size %d overruns the body (%d bytes left)", w.cmd, w.i, size, left)
-		}
 		if len(b)-w.off-4 < int(size) {
+			w.next = w.off + 4 + int(size)
 			if complete {
 				return wire.NewFatalClientErr("E_BAD_MESSAGE", "%s failed to read message body", w.cmd).WithParent(w.cutErr(len(b) - w.off - 4))
 			}
@@ -287,7 +297,116 @@ func (w *mpubWalk) advance(b []byte, part func([]byte)) error {
 		w.total += int64(size) + 4
 		w.off += 4 + int(size)
 	}
+	w.next = w.off
 	return nil
+}
+
+// errBodyEnded: a reader that knows where its body ends (mpubReader) has
+// given all of it.
+var errBodyEnded = errors.New("body ended")
+
+// mpubReader reads an MPUB body from r and not a byte further, so the next
+// command stays in the connection's buffer: each read stops where the body
+// surely goes (scout), and after the last part it returns errBodyEnded. w
+// is also readBody's check, which walks each read before the next.
+type mpubReader struct {
+	r    *bufio.Reader
+	w    *mpubWalk
+	have int // bytes of the body read
+}
+
+func (m *mpubReader) Read(p []byte) (int, error) {
+	if m.w.done() {
+		return 0, errBodyEnded
+	}
+	if m.r.Buffered() == 0 && m.w.next-m.have < m.r.Size() {
+		// One read fills the buffer, rather than one for each small part.
+		if _, err := m.r.Peek(1); err != nil {
+			return 0, inBody(err)
+		}
+	}
+	limit := m.scout() - m.have
+	if limit <= 0 {
+		return 0, errors.New("MPUB reader out of step with its walk") // readBody walks every read
+	}
+	n, err := m.r.Read(p[:min(len(p), limit)])
+	m.have += n
+	return n, inBody(err)
+}
+
+// inBody is a read error inside the body: EOF there is unexpected.
+func inBody(err error) error {
+	if errors.Is(err, io.EOF) {
+		return io.ErrUnexpectedEOF
+	}
+	return err
+}
+
+// scout is how far the body surely goes: to the end of what the walk
+// waits for, and on over the parts whose headers are already buffered
+// (to the body's end once the last one's is), so that a read can take
+// many parts at once. A size the walk will refuse stops it.
+func (m *mpubReader) scout() int {
+	w := m.w
+	pos, i := w.next, w.i+1 // waiting for part i: the next header starts where it ends
+	if w.count == 0 || w.next == w.off+4 {
+		if w.count == 0 || w.off != m.have {
+			return w.next // the count, or a header partly read
+		}
+		pos, i = w.off, w.i // waiting for header i, none of it read
+	}
+	buf, _ := m.r.Peek(m.r.Buffered()) // buf[0] is the body's byte m.have
+	for i < w.count {
+		h := pos - m.have
+		if h+4 > len(buf) {
+			break
+		}
+		size := int32(binary.BigEndian.Uint32(buf[h:]))
+		if size <= 0 || int64(size) > w.lim.maxMsg {
+			break
+		}
+		pos += 4 + int(size)
+		i++
+		if pos-m.have > len(buf) {
+			break
+		}
+	}
+	return max(pos, w.next)
+}
+
+// Peek lets readBody wait for the body's first byte before it allocates;
+// Buffered is 0 so that readBody always reads through Read and walks.
+func (m *mpubReader) Peek(n int) ([]byte, error) { return m.r.Peek(n) }
+func (m *mpubReader) Buffered() int              { return 0 }
+
+// mpubSource is where an MPUB body on r is read from, and how much of it:
+// when the whole body is already buffered (the common case for small
+// ones), exactly its length from r, so that it takes one exact
+// allocation; otherwise w's mpubReader over r, expecting the declared
+// size (finishMPUB reads on if the parts go further). A bad header among
+// the buffered bytes is refused at once.
+func mpubSource(r *bufio.Reader, w *mpubWalk, declared int64) (src io.Reader, check bodyCheck, size int64, err error) {
+	start := *w
+	buffered, _ := r.Peek(r.Buffered())
+	if err := w.arrived(buffered); err != nil {
+		return nil, nil, 0, err
+	}
+	if w.done() {
+		return r, nil, int64(w.off), nil
+	}
+	*w = start // readBody walks its reads from the body's first byte
+	return &mpubReader{r: r, w: w}, w, declared, nil
+}
+
+// finishMPUB reads the rest of an MPUB body whose parts go past the
+// declared size, after body (the declared bytes) came from src.
+func finishMPUB(ctx context.Context, body []byte, src io.Reader, limit int64, budget *bodyBudget) ([]byte, error) {
+	m, ok := src.(*mpubReader)
+	if !ok || m.w.done() {
+		return body, nil
+	}
+	*m.w = newMPUBWalk(m.w.lim, m.w.cmd) // readBody walks from the body's first byte
+	return readBody(ctx, io.MultiReader(bytes.NewReader(body), m), -1, limit, budget, m.w, nil)
 }
 
 // splitMPUB parses an MPUB body held whole in memory into parts that alias
@@ -298,7 +417,8 @@ func splitMPUB(body []byte, lim bodyLimits, cmd string) ([][]byte, error) {
 
 // splitMPUBInto is splitMPUB appending the parts to parts[:0].
 func splitMPUBInto(parts [][]byte, body []byte, lim bodyLimits, cmd string) ([][]byte, error) {
-	w := mpubWalk{lim: lim, cmd: cmd, end: len(body)}
+	w := newMPUBWalk(lim, cmd)
+	w.whole = true
 	parts = parts[:0]
 	err := w.advance(body, func(p []byte) {
 		if cap(parts) == 0 {

@@ -1,6 +1,11 @@
 package nsqd
 
 import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
 	"net/http"
 	"regexp"
 	"runtime"
@@ -151,29 +156,101 @@ func TestUnfinishedBodyBudget(t *testing.T) {
 	}
 }
 
-// TestMPUBPartOverrunsBody: a part whose size runs past
-// the MPUB's declared body is refused at once, without waiting for (or
-// eating) the bytes of the next command; bytes after the last part but
-// inside the body are skipped, and the next command is read where the
-// body ends.
-func TestMPUBPartOverrunsBody(t *testing.T) {
+// TestMPUBEndsWhereItsPartsEnd: as NSQ reads an MPUB, its parts say where
+// it ends and the declared size is only checked: a size counted short (the
+// parts' bytes alone, as segmentio/nsq-go sends it) or long does not move
+// the next command, and every part is published.
+func TestMPUBEndsWhereItsPartsEnd(t *testing.T) {
 	d := startDaemon(t, testOptions(t))
-	c := dialV2(t, d.tcp)
-	// body of 10 bytes: count 1, a part of 100 bytes, 2 bytes of it
-	c.write(v2Cat(v2Line("MPUB overrun"), v2Int(10), v2Int(1), v2Int(100), []byte("ab"),
-		v2Line("PUB overrun"), v2Sized([]byte("next command"))))
-	c.expectFatal("E_BAD_MESSAGE MPUB message(0) body size 100 overruns the body (2 bytes left)")
-	if tp, ok := d.GetExistingTopic("overrun"); ok && tp.messageCount.Load() != 0 {
-		t.Fatalf("%d messages published from an overrunning MPUB", tp.messageCount.Load())
+	parts := v2Cat(v2Int(2), v2Sized([]byte("a")), v2Sized([]byte("bb")))
+	for _, tc := range []struct {
+		topic    string
+		declared int
+	}{
+		{"short", len("a") + len("bb")},
+		{"exact", len(parts)},
+		{"long", len(parts) + 100},
+	} {
+		c := dialV2(t, d.tcp)
+		c.write(v2Cat(v2Line("MPUB "+tc.topic), v2Int(int32(tc.declared)), parts,
+			v2Line("PUB "+tc.topic), v2Sized([]byte("c"))))
+		c.expect(0, "OK")
+		c.expect(0, "OK")
+		if n := d.topicStats(tc.topic).MessageCount; n != 3 {
+			t.Errorf("declared size %d for a body of %d: %d messages on %s, want 3", tc.declared, len(parts), n, tc.topic)
+		}
 	}
+}
 
-	c = dialV2(t, d.tcp)
-	c.write(v2Cat(v2Line("MPUB trailing"), v2Int(4+5+4), v2Int(1), v2Sized([]byte("a")), []byte("junk"),
-		v2Line("PUB trailing"), v2Sized([]byte("b"))))
-	c.expect(0, "OK")
-	c.expect(0, "OK")
-	if n := d.topicStats("trailing").MessageCount; n != 2 {
-		t.Fatalf("%d messages on trailing, want 2", n)
+// TestMPUBSourceStopsAtTheLastPart: an MPUB body that arrives a byte at a
+// time, or all at once, is read up to its last part and no further,
+// whatever size was declared, and a body cut short gets NSQ's error for
+// what is missing.
+func TestMPUBSourceStopsAtTheLastPart(t *testing.T) {
+	lim := bodyLimits{maxBody: 1 << 20, maxMsg: 1 << 10}
+	budget := newBodyBudget(1<<30, time.Second)
+	body := v2Cat(v2Int(3), v2Sized([]byte("one")), v2Sized([]byte("two")), v2Sized(bytes.Repeat([]byte("3"), 300)))
+	next := []byte("NOP\n")
+	read := func(t *testing.T, stream []byte, bufSize int, declared int64, byteAtATime bool) ([]byte, *bufio.Reader, error) {
+		pr, pw := io.Pipe()
+		go func() {
+			step := len(stream)
+			if byteAtATime {
+				step = 1
+			}
+			for i := 0; i < len(stream); i += step {
+				if _, err := pw.Write(stream[i:min(i+step, len(stream))]); err != nil {
+					return
+				}
+			}
+			pw.Close()
+		}()
+		t.Cleanup(func() { pr.Close() })
+		r := bufio.NewReaderSize(pr, bufSize)
+		if !byteAtATime {
+			r.Peek(len(stream)) // all of it buffered, as a small MPUB usually is
+		}
+		w := newMPUBWalk(lim, "MPUB")
+		src, check, size, err := mpubSource(r, &w, declared)
+		if err != nil {
+			return nil, r, err
+		}
+		got, err := readBody(context.Background(), src, size, lim.maxBody+4, budget, check, nil)
+		if err != nil {
+			return nil, r, err
+		}
+		got, err = finishMPUB(context.Background(), got, src, lim.maxBody+4, budget)
+		return got, r, err
+	}
+	for _, bufSize := range []int{16, 4096} {
+		for _, declared := range []int64{1, int64(len(body)) - 10, int64(len(body)), int64(len(body)) + 50} {
+			for _, byteAtATime := range []bool{true, false} {
+				if !byteAtATime && bufSize < len(body)+len(next) {
+					continue
+				}
+				what := fmt.Sprintf("buffer %d, declared %d for %d, a byte at a time %v", bufSize, declared, len(body), byteAtATime)
+				got, r, err := read(t, v2Cat(body, next), bufSize, declared, byteAtATime)
+				if err != nil || !bytes.Equal(got, body) {
+					t.Fatalf("%s: read %q, %v; want the body", what, got, err)
+				}
+				if cap(got) != len(got) {
+					t.Errorf("%s: the body has %d bytes of spare capacity", what, cap(got)-len(got))
+				}
+				if rest, _ := io.ReadAll(r); !bytes.Equal(rest, next) {
+					t.Fatalf("%s: after the body the stream holds %q, want %q", what, rest, next)
+				}
+			}
+		}
+	}
+	for cut, want := range map[int]string{
+		0:             "E_BAD_BODY MPUB failed to read message count",
+		6:             "E_BAD_MESSAGE MPUB failed to read message(0) body size",
+		len(body) - 1: "E_BAD_MESSAGE MPUB failed to read message body",
+	} {
+		_, _, err := read(t, body[:cut], 16, int64(len(body)), true)
+		if err == nil || err.Error() != want {
+			t.Errorf("body cut after %d bytes: %v, want %q", cut, err, want)
+		}
 	}
 }
 

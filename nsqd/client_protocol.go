@@ -78,8 +78,9 @@ type commandSpec struct {
 	bodyCode   string                      // error code for body problems
 	failCode   string                      // error code when the daemon cannot take the body now
 	limit      func(l *clientLimits) int64 // max body (or message) size
-	// arriving, if set, checks a body of the given size as it arrives.
-	arriving func(c *client, size int) bodyCheck
+	// byParts, if set, reads a body whose own contents say where it ends
+	// (MPUB's parts); the declared size was only checked against limit.
+	byParts func(c *client, declared int64) (src io.Reader, check bodyCheck, size int64, err error)
 	// pooledBody: the body is read into the command's pubBuffers (c.mpubBufs).
 	pooledBody bool
 	run        func(c *client, params [][]byte, body []byte) ([]byte, error)
@@ -111,7 +112,7 @@ var commands = map[string]*commandSpec{
 		body: lengthPrefixedBody, oneMessage: true, bodyCode: "E_BAD_MESSAGE", failCode: "E_DPUB_FAILED", limit: maxMsgSize, run: (*client).dpub},
 	"MPUB": {states: inAny, minParams: 1, paramsMsg: "insufficient number of parameters", check: checkTopic, auth: authTopic, authBeforeBody: true,
 		body: lengthPrefixedBody, bodyCode: "E_BAD_BODY", failCode: "E_MPUB_FAILED", limit: maxBodySize,
-		arriving: (*client).mpubArriving, pooledBody: true, run: (*client).mpub},
+		byParts: (*client).mpubSource, pooledBody: true, run: (*client).mpub},
 }
 
 func init() {
@@ -314,7 +315,8 @@ func (c *client) detachParams(params [][]byte) {
 
 // readSizedBody reads [int32 n][n bytes] with 1 <= n <= the command's
 // limit into a buffer of exactly n bytes (it may become a message body,
-// shared and retained), which grows as the bytes arrive (body.go).
+// shared and retained), which grows as the bytes arrive (body.go). An
+// MPUB's body is as long as its parts (spec.byParts), whatever n says.
 func (c *client) readSizedBody(spec *commandSpec) ([]byte, error) {
 	cmd, code, limit := spec.name, spec.bodyCode, spec.limit(c.lim)
 	what := "body"
@@ -334,16 +336,28 @@ func (c *client) readSizedBody(spec *commandSpec) ([]byte, error) {
 		}
 		return nil, wire.NewFatalClientErr(code, "%s body too big %d > %d", cmd, size, limit)
 	}
-	var check bodyCheck
-	if spec.arriving != nil {
-		check = spec.arriving(c, int(size))
+	var (
+		src   io.Reader = c.reader
+		check bodyCheck
+		want  = int64(size)
+	)
+	if spec.byParts != nil {
+		if src, check, want, err = spec.byParts(c, want); err != nil {
+			return nil, err
+		}
+		limit += 4 // the parts' total is at most limit; the count comes before them
 	}
 	var into []byte
 	if spec.pooledBody {
 		c.mpubBufs = pubBufferPool.Get().(*pubBuffers)
-		into = c.mpubBufs.bodyFor(int(size))
+		if want >= 0 {
+			into = c.mpubBufs.bodyFor(int(want))
+		}
 	}
-	body, err := readBody(c.d.lifetime(), c.reader, int64(size), limit, c.d.unfinishedBodies(), check, into)
+	body, err := readBody(c.d.lifetime(), src, want, limit, c.d.unfinishedBodies(), check, into)
+	if err == nil && spec.byParts != nil {
+		body, err = finishMPUB(c.d.lifetime(), body, src, limit, c.d.unfinishedBodies())
+	}
 	if err != nil && c.mpubBufs != nil {
 		c.takePubBuffers().release()
 	}
@@ -543,11 +557,15 @@ func (c *client) mpubLimits() bodyLimits {
 	return bodyLimits{c.lim.MaxBodySize, c.lim.MaxMsgSize}
 }
 
-// mpubArriving checks an MPUB body's part headers as they arrive, with
-// the connection's one walk (one MPUB is read at a time).
-func (c *client) mpubArriving(size int) bodyCheck {
-	c.mpubWalk = mpubWalk{lim: c.mpubLimits(), cmd: "MPUB", end: size}
-	return &c.mpubWalk
+// mpubSource reads an MPUB body as NSQ does: its parts, read from the
+// stream, say where it ends, and the size the command declared was only
+// checked (1..--max-body-size), so a client that counts it short
+// (segmentio/nsq-go counts only the parts' bytes) is served as by NSQ. The
+// connection's one walk checks the part headers as they arrive (one MPUB
+// is read at a time).
+func (c *client) mpubSource(declared int64) (io.Reader, bodyCheck, int64, error) {
+	c.mpubWalk = newMPUBWalk(c.mpubLimits(), "MPUB")
+	return mpubSource(c.reader, &c.mpubWalk, declared)
 }
 
 // mpub parses every part before it creates the topic or queues anything

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"strconv"
 	"time"
 
 	"github.com/nsqgo/nsq/internal/logging"
@@ -375,6 +374,21 @@ func (c *client) readSizedBody(spec *commandSpec) ([]byte, error) {
 // errBase10 is the parent NSQ logs for a number it cannot parse.
 var errBase10 = errors.New("failed to convert to Base10")
 
+// base10 reads a command's number as NSQ does: decimal digits only, no
+// sign, into an unsigned 64-bit value that wraps on overflow; an empty
+// parameter is 0. strconv would take "-1" and "+5", which NSQ refuses as
+// unparsable with its own error text.
+func base10(p []byte) (uint64, error) {
+	var n uint64
+	for _, d := range p {
+		if d < '0' || d > '9' {
+			return 0, errBase10
+		}
+		n = n*10 + uint64(d-'0')
+	}
+	return n, nil
+}
+
 func checkTopic(c *client, params [][]byte) error {
 	if !validName(string(params[1])) {
 		return wire.NewFatalClientErr("E_BAD_TOPIC", "%s topic name %q is not valid", params[0], params[1])
@@ -386,13 +400,12 @@ func checkDPUB(c *client, params [][]byte) error {
 	if err := checkTopic(c, params); err != nil {
 		return err
 	}
-	ms, err := strconv.ParseInt(string(params[2]), 10, 64)
+	ms, err := base10(params[2])
 	if err != nil {
-		return wire.NewFatalClientErr("E_INVALID", "DPUB could not parse timeout %s", params[2]).WithParent(errBase10)
+		return wire.NewFatalClientErr("E_INVALID", "DPUB could not parse timeout %s", params[2]).WithParent(err)
 	}
-	max := c.lim.MaxDeferTimeout.Milliseconds()
-	if ms < 0 || ms > max {
-		return wire.NewFatalClientErr("E_INVALID", "DPUB timeout %d out of range 0-%d", ms, max)
+	if d := time.Duration(ms) * time.Millisecond; d < 0 || d > c.lim.MaxDeferTimeout {
+		return wire.NewFatalClientErr("E_INVALID", "DPUB timeout %d out of range 0-%d", ms, c.lim.MaxDeferTimeout.Milliseconds())
 	}
 	return nil
 }
@@ -412,11 +425,11 @@ func msgID(p []byte) (id MessageID) {
 func (c *client) ready(params [][]byte, _ []byte) ([]byte, error) {
 	count := int64(1)
 	if len(params) > 1 {
-		n, err := strconv.ParseInt(string(params[1]), 10, 64)
+		n, err := base10(params[1])
 		if err != nil {
-			return nil, wire.NewFatalClientErr("E_INVALID", "RDY could not parse count %s", params[1]).WithParent(errBase10)
+			return nil, wire.NewFatalClientErr("E_INVALID", "RDY could not parse count %s", params[1]).WithParent(err)
 		}
-		count = n
+		count = int64(n)
 	}
 	if count < 0 || count > c.lim.MaxRdyCount {
 		return nil, wire.NewFatalClientErr("E_INVALID", "RDY count %d out of range 0-%d", count, c.lim.MaxRdyCount)
@@ -432,9 +445,9 @@ func (c *client) finish(params [][]byte, _ []byte) ([]byte, error) {
 }
 
 func (c *client) requeue(params [][]byte, _ []byte) ([]byte, error) {
-	ms, err := strconv.ParseInt(string(params[2]), 10, 64)
+	ms, err := base10(params[2])
 	if err != nil {
-		return nil, wire.NewFatalClientErr("E_INVALID", "REQ could not parse timeout %s", params[2]).WithParent(errBase10)
+		return nil, wire.NewFatalClientErr("E_INVALID", "REQ could not parse timeout %s", params[2]).WithParent(err)
 	}
 	delay := time.Duration(ms) * time.Millisecond
 	if limit := c.lim.MaxReqTimeout; delay > limit || delay < 0 {
@@ -521,7 +534,7 @@ func (c *client) pub(params [][]byte, body []byte) ([]byte, error) {
 
 func (c *client) dpub(params [][]byte, body []byte) ([]byte, error) {
 	topic := c.pubTopic(params[1])
-	ms, _ := strconv.ParseInt(string(params[2]), 10, 64) // checked by checkDPUB
+	ms, _ := base10(params[2]) // checked by checkDPUB
 	return c.publishOne("DPUB", "E_DPUB_FAILED", topic, body, time.Duration(ms)*time.Millisecond)
 }
 

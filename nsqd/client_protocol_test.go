@@ -411,16 +411,17 @@ func TestFatalErrors(t *testing.T) {
 		{name: "REQ one param", setup: []string{"SUB t c"}, send: v2Line("REQ " + id), want: "E_INVALID REQ insufficient number of params"},
 		{name: "TOUCH no param", setup: []string{"SUB t c"}, send: v2Line("TOUCH"), want: "E_INVALID TOUCH insufficient number of params"},
 		{name: "RDY unparsable", setup: []string{"SUB t c"}, send: v2Line("RDY abc"), want: "E_INVALID RDY could not parse count abc"},
-		{name: "RDY empty count", setup: []string{"SUB t c"}, send: v2Line("RDY "), want: "E_INVALID RDY could not parse count "},
+		{name: "RDY signed count", setup: []string{"SUB t c"}, send: v2Line("RDY +1"), want: "E_INVALID RDY could not parse count +1"},
 		{name: "RDY too big", setup: []string{"SUB t c"}, send: v2Line("RDY 2501"), want: "E_INVALID RDY count 2501 out of range 0-2500"},
-		{name: "RDY negative", setup: []string{"SUB t c"}, send: v2Line("RDY -1"), want: "E_INVALID"},
+		{name: "RDY negative", setup: []string{"SUB t c"}, send: v2Line("RDY -1"), want: "E_INVALID RDY could not parse count -1"},
 		{name: "FIN short id", setup: []string{"SUB t c"}, send: v2Line("FIN 0123"), want: "E_INVALID invalid message ID"},
 		{name: "FIN long id", setup: []string{"SUB t c"}, send: v2Line("FIN " + id + "0"), want: "E_INVALID invalid message ID"},
 		{name: "REQ short id", setup: []string{"SUB t c"}, send: v2Line("REQ 01 0"), want: "E_INVALID invalid message ID"},
 		{name: "TOUCH short id", setup: []string{"SUB t c"}, send: v2Line("TOUCH 01"), want: "E_INVALID invalid message ID"},
 		{name: "REQ bad timeout", setup: []string{"SUB t c"}, send: v2Line("REQ " + id + " soon"), want: "E_INVALID REQ could not parse timeout soon"},
+		{name: "REQ negative timeout", setup: []string{"SUB t c"}, send: v2Line("REQ " + id + " -5"), want: "E_INVALID REQ could not parse timeout -5"},
 		{name: "DPUB timeout too big", send: v2Line("DPUB t 3600001"), want: "E_INVALID DPUB timeout 3600001 out of range 0-3600000"},
-		{name: "DPUB timeout negative", send: v2Line("DPUB t -1"), want: "E_INVALID"},
+		{name: "DPUB timeout negative", send: v2Line("DPUB t -1"), want: "E_INVALID DPUB could not parse timeout -1"},
 		{name: "DPUB timeout unparsable", send: v2Line("DPUB t later"), want: "E_INVALID DPUB could not parse timeout later"},
 		{name: "SUB heartbeats disabled", setup: []string{`IDENTIFY {"heartbeat_interval":-1}`}, send: v2Line("SUB t c"), want: "E_INVALID cannot SUB with heartbeats disabled"},
 		{name: "SUB heartbeats disabled, one parameter", setup: []string{`IDENTIFY {"heartbeat_interval":-1}`}, send: v2Line("SUB t"), want: "E_INVALID cannot SUB with heartbeats disabled"},
@@ -582,6 +583,31 @@ func testNonFatalErrors(t *testing.T, r *rig) {
 	cs, _ := coreChannel(d, "nf", "ch")
 	if cs.ClientCount != 2 || cs.InFlightCount != 1 {
 		t.Fatalf("channel stats %+v", cs)
+	}
+}
+
+// TestEmptyNumberIsZero: as NSQ parses a command's number, an empty one
+// is 0: "RDY " sets the ready count to 0 and "DPUB t " publishes with no
+// delay.
+func TestEmptyNumberIsZero(t *testing.T) {
+	d := startDaemon(t, testOptions(t))
+	c := dialV2(t, d.tcp)
+	c.sub("zero", "ch")
+	c.send("RDY 3")
+	c.send("RDY ")
+	testutil.WaitFor(t, "RDY with an empty count to set the ready count to 0", 5*time.Second, func() bool {
+		cs, ok := coreChannel(d, "zero", "ch")
+		return ok && len(cs.Clients) == 1 && cs.Clients[0].ReadyCount == 0
+	})
+	p := dialV2(t, d.tcp)
+	p.write(v2Cat(v2Line("DPUB zero "), v2Sized([]byte("now"))))
+	p.expectResponse("OK")
+	if ts := d.topicStats("zero"); ts.MessageCount != 1 {
+		t.Fatalf("DPUB with an empty delay: %d messages published", ts.MessageCount)
+	}
+	c.send("RDY 1")
+	if m := c.expectMsg(); m.body != "now" {
+		t.Fatalf("got %+v, want the DPUB with an empty delay delivered at once", m)
 	}
 }
 

@@ -46,8 +46,12 @@ staticcheck:
 lint: fmt vet staticcheck
 
 # Every test, with the race detector.
+# NSQ_REFERENCE (NSQ v1.3.0's binaries, built from the module proxy) is what
+# the wire tests compare our daemons' answers with.
 test: fmt vet
-	$(GO) test -race -count=1 -timeout 45m $(TESTFLAGS) ./...
+	@ref=$$(./scripts/nsq-reference.sh) && [ -x "$$ref/nsqd" ] || { \
+		echo "test: could not build NSQ v1.3.0 with scripts/nsq-reference.sh" >&2; exit 1; }; \
+	NSQ_REFERENCE=$$ref $(GO) test -race -count=1 -timeout 45m $(TESTFLAGS) ./...
 
 # Each fuzz target for FUZZTIME (make test runs their seed corpora).
 FUZZTIME ?= 30s

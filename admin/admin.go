@@ -53,11 +53,11 @@ type Admin struct {
 func New(opts *Options) (*Admin, error) {
 	o := *opts
 	if err := o.validate(); err != nil {
-		return nil, fmt.Errorf("nsqadmin options: %w", err)
+		return nil, fmt.Errorf("failed to instantiate nsqadmin - %w", err) // NSQ's text
 	}
 	logger, level, err := o.logger()
 	if err != nil {
-		return nil, fmt.Errorf("nsqadmin options: %w", err)
+		return nil, fmt.Errorf("failed to instantiate nsqadmin - %w", err)
 	}
 	client, err := newHTTPClient(&o)
 	if err != nil {
@@ -81,7 +81,7 @@ func New(opts *Options) (*Admin, error) {
 	a.ctx, a.cancel = context.WithCancel(context.Background())
 	if a.listener, err = netx.Listen(o.HTTPAddress); err != nil {
 		a.cancel()
-		return nil, fmt.Errorf("nsqadmin: HTTP: %w", err)
+		return nil, fmt.Errorf("failed to instantiate nsqadmin - listen (%s) failed - %w", o.HTTPAddress, err)
 	}
 	a.server = httpapi.NewServer(handler, logger)
 	return a, nil

@@ -63,11 +63,11 @@ func New(opts *Options) (*LOOKUPD, error) {
 	}
 	l.opts.Logger = logger
 	if l.tcpListener, err = netx.Listen(opts.TCPAddress); err != nil {
-		return nil, fmt.Errorf("nsqlookupd: TCP: %w", err)
+		return nil, fmt.Errorf("failed to instantiate nsqlookupd - listen (%s) failed - %w", opts.TCPAddress, err)
 	}
 	if l.httpListener, err = netx.Listen(opts.HTTPAddress); err != nil {
 		_ = l.tcpListener.Close()
-		return nil, fmt.Errorf("nsqlookupd: HTTP: %w", err)
+		return nil, fmt.Errorf("failed to instantiate nsqlookupd - listen (%s) failed - %w", opts.HTTPAddress, err)
 	}
 	reply, err := json.Marshal(identifyReply{
 		BroadcastAddress: opts.BroadcastAddress,

@@ -37,8 +37,8 @@ func TestNewErrors(t *testing.T) {
 		{"bad log level", func(o *Options) { o.Logger = nil; o.LogLevel = "loud" }, "invalid log level"},
 		{"no tcp address", func(o *Options) { o.TCPAddress = "" }, "tcp-address"},
 		{"zero inactivity", func(o *Options) { o.InactiveProducerTimeout = 0 }, "inactive-producer-timeout"},
-		{"tcp in use", func(o *Options) { o.TCPAddress = busy.Addr().String() }, "TCP"},
-		{"http in use", func(o *Options) { o.HTTPAddress = busy.Addr().String() }, "HTTP"},
+		{"tcp in use", func(o *Options) { o.TCPAddress = busy.Addr().String() }, "failed to instantiate nsqlookupd - listen (" + busy.Addr().String() + ") failed - "},
+		{"http in use", func(o *Options) { o.HTTPAddress = busy.Addr().String() }, "failed to instantiate nsqlookupd - listen (" + busy.Addr().String() + ") failed - "},
 	}
 	for _, c := range cases {
 		o := NewOptions()

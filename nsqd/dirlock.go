@@ -14,7 +14,7 @@ type dirLock struct{ f *os.File }
 func lockDataDir(path string) (*dirLock, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("open data path: %w", err)
+		return nil, fmt.Errorf("failed to lock data-path: %w", err)
 	}
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		f.Close()

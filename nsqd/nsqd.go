@@ -75,8 +75,27 @@ type NSQD struct {
 }
 
 // New validates opts, locks the data directory, restores its topics and
-// channels and binds the listeners; Start serves them.
+// channels and binds the listeners; Start serves them. Its errors read as
+// NSQ's start-up failures do: "failed to instantiate nsqd - <why>", or
+// "failed to load metadata - <why>" and "failed to persist metadata -
+// <why>" for nsqd.dat.
 func New(opts *Options) (*NSQD, error) {
+	n, err := newNSQD(opts)
+	var me metadataError
+	if err != nil && !errors.As(err, &me) {
+		err = fmt.Errorf("failed to instantiate nsqd - %w", err)
+	}
+	return n, err
+}
+
+// metadataError is a failure to load or persist nsqd.dat at start-up,
+// which NSQ reports as its own kind of failure.
+type metadataError struct{ err error }
+
+func (e metadataError) Error() string { return e.err.Error() }
+func (e metadataError) Unwrap() error { return e.err }
+
+func newNSQD(opts *Options) (*NSQD, error) {
 	if err := validateOptions(opts); err != nil {
 		return nil, err
 	}
@@ -150,25 +169,25 @@ func New(opts *Options) (*NSQD, error) {
 
 	n.loading.Store(true)
 	if err := n.loadMetadata(); err != nil {
-		return nil, fmt.Errorf("failed to load metadata: %w", err)
+		return nil, metadataError{fmt.Errorf("failed to load metadata - %w", err)}
 	}
 	n.loading.Store(false)
 	if err := n.persistMetadata(); err != nil {
-		return nil, err
+		return nil, metadataError{fmt.Errorf("failed to persist metadata - %w", err)}
 	}
 
 	if n.tcpListener, err = netx.Listen(opts.TCPAddress); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("listen (%s) failed - %w", opts.TCPAddress, err)
 	}
 	if opts.HTTPAddress != "" {
 		if n.httpListener, err = netx.Listen(opts.HTTPAddress); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("listen (%s) failed - %w", opts.HTTPAddress, err)
 		}
 	}
 	if n.tlsConfig != nil && opts.HTTPSAddress != "" {
 		l, err := netx.Listen(opts.HTTPSAddress)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("listen (%s) failed - %w", opts.HTTPSAddress, err)
 		}
 		n.httpsListener = tls.NewListener(l, n.tlsConfig)
 	}

@@ -34,12 +34,22 @@ type metadata struct {
 	Version string      `json:"version"`
 }
 
+// readMetadata reads nsqd.dat; its errors are NSQ's texts, which name the
+// file.
 func readMetadata(dataPath string) (*metadata, error) {
+	fn := filepath.Join(dataPath, metadataFile)
 	b, err := readDataFile(dataPath, metadataFile)
-	if b == nil || err != nil {
-		return &metadata{}, err
+	if err != nil {
+		return &metadata{}, fmt.Errorf("failed to read metadata from %s - %w", fn, errors.Unwrap(err))
 	}
-	return parseMetadata(b)
+	if b == nil {
+		return &metadata{}, nil
+	}
+	m, err := parseMetadata(b)
+	if err != nil {
+		return nil, fmt.Errorf("failed to parse metadata in %s - %w", fn, errors.Unwrap(err))
+	}
+	return m, nil
 }
 
 // readDataFile reads dataPath/name; a missing file is nil, nil.

@@ -14,7 +14,7 @@ func (n *NSQD) setupTLS() error {
 	}
 	var err error
 	if n.tlsConfig, err = buildTLSConfig(o); err != nil {
-		return fmt.Errorf("failed to build TLS config: %w", err)
+		return fmt.Errorf("failed to build TLS config - %w", err)
 	}
 	if n.tlsConfig == nil && o.TLSRequired != TLSNotRequired {
 		return errors.New("cannot require TLS client connections without TLS key and cert")

@@ -332,10 +332,10 @@ func validateOptions(o *Options) error {
 		return err
 	}
 	if o.ID < 0 || o.ID >= 1024 {
-		return fmt.Errorf("--node-id must be in [0,1024), got %d", o.ID)
+		return errors.New("--node-id must be [0,1024)")
 	}
 	if o.MaxDeflateLevel < 1 || o.MaxDeflateLevel > 9 {
-		return fmt.Errorf("--max-deflate-level must be in [1,9], got %d", o.MaxDeflateLevel)
+		return errors.New("--max-deflate-level must be [1,9]")
 	}
 	for _, p := range o.E2EProcessingLatencyPercentiles {
 		if p <= 0 || p > 1 {

@@ -394,3 +394,76 @@ func httpAnswer(t *testing.T, d wireDaemon, method, path, body string) string {
 	}
 	return fmt.Sprintf("%d %s %s", resp.StatusCode, resp.Header.Get("Content-Type"), bytes.TrimSpace(b))
 }
+
+// TestStartupFailuresSameAsNSQ: a daemon that cannot start writes NSQ
+// v1.3.0's FATAL line for the same cause (log pipelines and operators
+// grep for them).
+func TestStartupFailuresSameAsNSQ(t *testing.T) {
+	refNSQD, refAdmin := referenceBinary(t, "nsqd"), referenceBinary(t, "nsqadmin")
+	ourNSQD, ourAdmin := buildNSQD(t), buildBinary(t, "../nsqadmin", "nsqadmin")
+	garbage := t.TempDir()
+	if err := os.WriteFile(filepath.Join(garbage, "nsqd.dat"), []byte("garbage"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const unassignable = "--tcp-address=192.0.2.1:4150" // TEST-NET-1: no interface has it
+	for _, c := range []struct {
+		name         string
+		theirs, ours string
+		args         []string
+	}{
+		{"node ID", refNSQD, ourNSQD, []string{"--node-id=5000"}},
+		{"deflate level", refNSQD, ourNSQD, []string{"--max-deflate-level=12"}},
+		{"TLS required without a certificate", refNSQD, ourNSQD, []string{"--tls-required=true"}},
+		{"TLS certificate missing", refNSQD, ourNSQD, []string{"--tls-cert=/nonexistent", "--tls-key=/nonexistent"}},
+		{"E2E percentile", refNSQD, ourNSQD, []string{"--e2e-processing-latency-percentile=2"}},
+		{"config file missing", refNSQD, ourNSQD, []string{"--config=/nonexistent.cfg"}},
+		{"data path missing", refNSQD, ourNSQD, []string{"--data-path=/nonexistent/x"}},
+		{"nsqd.dat unreadable", refNSQD, ourNSQD, []string{"--data-path=" + garbage}},
+		{"TCP address not ours", refNSQD, ourNSQD, []string{unassignable}},
+		{"nsqadmin without addresses", refAdmin, ourAdmin, nil},
+		{"nsqadmin with both addresses", refAdmin, ourAdmin, []string{"--lookupd-http-address=127.0.0.1:1", "--nsqd-http-address=127.0.0.1:2"}},
+	} {
+		want := fatalLine(t, c.theirs, c.args)
+		if got := fatalLine(t, c.ours, c.args); got != want {
+			t.Errorf("%s:\n NSQ v1.3.0: %q\n ours:       %q", c.name, want, got)
+		}
+	}
+}
+
+// fatalLine runs bin with args (and free loopback addresses and a data
+// path where args give none) and returns its FATAL line without the
+// timestamp.
+func fatalLine(t *testing.T, bin string, args []string) string {
+	t.Helper()
+	has := func(flag string) bool {
+		return slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, flag+"=") })
+	}
+	full := slices.Clone(args)
+	if filepath.Base(bin) == "nsqd" {
+		if !has("--data-path") {
+			full = append(full, "--data-path="+t.TempDir())
+		}
+		if !has("--tcp-address") {
+			full = append(full, "--tcp-address=127.0.0.1:0")
+		}
+	}
+	full = append(full, "--http-address=127.0.0.1:0")
+	cmd := exec.Command(bin, full...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	exited := startCmd(t, cmd)
+	select {
+	case <-exited:
+	case <-time.After(15 * time.Second):
+		_ = cmd.Process.Kill()
+		<-exited
+		t.Fatalf("%s %q is still running after 15 s; output:\n%s", bin, args, out.String())
+	}
+	for _, l := range strings.Split(out.String(), "\n") {
+		if i := strings.Index(l, "FATAL: "); i >= 0 {
+			prefix, _, _ := strings.Cut(l, " ")
+			return prefix + " " + l[i:]
+		}
+	}
+	return "(no FATAL line) " + out.String()
+}

@@ -27,7 +27,7 @@ func Load(path string) (map[string]any, error) {
 		return cfg, nil
 	}
 	if _, err := toml.DecodeFile(path, &cfg); err != nil {
-		return nil, fmt.Errorf("config file %s: %w", path, err)
+		return nil, fmt.Errorf("failed to load config file %s - %w", path, err) // NSQ's text
 	}
 	return cfg, nil
 }

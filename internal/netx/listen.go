@@ -2,7 +2,6 @@
 package netx
 
 import (
-	"fmt"
 	"net"
 	"os"
 	"strings"
@@ -21,17 +20,9 @@ func Listen(addr string) (net.Listener, error) {
 		if fi, err := os.Stat(addr); err == nil && fi.Mode()&os.ModeSocket != 0 {
 			_ = os.Remove(addr)
 		}
-		l, err := net.Listen("unix", addr)
-		if err != nil {
-			return nil, fmt.Errorf("listen unix %s: %w", addr, err)
-		}
-		return l, nil
+		return net.Listen("unix", addr) // its error names the op and the path
 	}
-	l, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("listen tcp %s: %w", addr, err)
-	}
-	return l, nil
+	return net.Listen("tcp", addr)
 }
 
 // Port returns the TCP port of a listener, or -1 for a unix socket (as NSQ's

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -262,7 +263,7 @@ func wireAnswers(t *testing.T, d wireDaemon, stream []byte, frame func(io.Reader
 		case err == nil:
 			answers = append(answers, a)
 			continue
-		case errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || isReset(err):
+		case errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || errors.Is(err, syscall.ECONNRESET):
 			return answers
 		case errors.As(err, &ne) && ne.Timeout():
 			// a daemon that waits for more of a command than was sent
@@ -271,8 +272,6 @@ func wireAnswers(t *testing.T, d wireDaemon, stream []byte, frame func(io.Reader
 		t.Fatalf("%s: read: %v (answers so far %q)", d.name, err, answers)
 	}
 }
-
-func isReset(err error) bool { return strings.Contains(err.Error(), "connection reset") }
 
 // readV2Answer reads an nsqd frame: "response <text>" or "error <text>",
 // a JSON response with wireAdded's fields left out.

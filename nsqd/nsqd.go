@@ -715,7 +715,7 @@ func (n *NSQD) publishTo(ctx context.Context, name string, bodies [][]byte, defe
 		if len(bodies) == 0 {
 			return nil
 		}
-		src.bufs.detachKept() // the replication layer may hold on to the bodies
+		// the MPUB's buffers serve the next one: Publish copies the bodies
 		return n.publishReplicated(ctx, r, name, bodies, deferFor, src)
 	}
 	for i := 0; ; i++ {

@@ -342,7 +342,7 @@ func burt(ctx context.Context, e *env) (samples []sample, err error) {
 		return nil, err
 	}
 	rss, err := e.peakRSS(d)
-	return []sample{{"end-to-end msgs/s", m.rate}, {"CPU µs/msg", m.cpu}, {"syscalls/msg", m.syscalls}, rss}, err
+	return []sample{{"end-to-end msgs/s", m.rate}, {"CPU µs/msg", m.cpu}, {"syscalls/msg", m.syscalls}, {"client CPU µs/msg", m.clientCPU}, rss}, err
 }
 
 // stats times GET /stats?format=json on two daemons: one with

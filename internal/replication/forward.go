@@ -59,7 +59,9 @@ func (f *forwarder) publish(ctx context.Context, l NodeInfo, topic string, bodie
 		if deferFor > 0 {
 			q.Set("defer", strconv.FormatInt(deferFor.Milliseconds(), 10))
 		}
-		return f.post(ctx, l, "/pub", q, bodies[0])
+		// a copy: the transport may still read a request's body after Do
+		// returned an error, and the caller may reuse bodies by then
+		return f.post(ctx, l, "/pub", q, bytes.Clone(bodies[0]))
 	}
 	body, bin := encodeMPUB(bodies)
 	if bin {

@@ -399,7 +399,9 @@ func (n *Node) HasChannel(topic, channel string) bool {
 }
 
 // Publish commits bodies to a replicated topic: on a majority of its
-// group when this node leads it, else through its leader.
+// group when this node leads it, else through its leader. It keeps no
+// reference to bodies once it returns (they are copied into the entry or
+// the forwarded request), so the caller may reuse their memory.
 func (n *Node) Publish(ctx context.Context, topic string, bodies [][]byte, deferFor time.Duration) error {
 	if len(bodies) > maxBatch {
 		return fmt.Errorf("%d messages in one publish; at most %d", len(bodies), maxBatch)

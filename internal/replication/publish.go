@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 )
@@ -38,12 +39,23 @@ type pubLane struct {
 
 // pubGroup is the bodies of one entry to be, encoded as a publish entry
 // holds them (copied: a caller that gives up waiting may reuse its own).
+// buf starts with room for the entry's header, which publishData writes
+// in place when the group commits, so the bodies are copied once.
 type pubGroup struct {
 	count int
+	room  int // bytes before the bodies in buf
 	buf   []byte
 	ready chan struct{} // closed when the group has a slot to commit in
 	done  chan struct{} // closed when committed or failed
 	err   error
+}
+
+func newPubGroup(topic string, bodies [][]byte) *pubGroup {
+	room := headerRoom(topic)
+	g := &pubGroup{room: room, ready: make(chan struct{}), done: make(chan struct{})}
+	g.buf = make([]byte, room, room+encodedSize(bodies))
+	g.add(bodies)
+	return g
 }
 
 func newPublishGroups(commit func([]byte) error, maxInFlight, maxBytes int) *publishGroups {
@@ -52,13 +64,31 @@ func newPublishGroups(commit func([]byte) error, maxInFlight, maxBytes int) *pub
 
 func (g *pubGroup) add(bodies [][]byte) {
 	g.count += len(bodies)
+	g.buf = slices.Grow(g.buf, encodedSize(bodies))
 	for _, b := range bodies {
 		g.buf = appendBytes(g.buf, b)
 	}
 }
 
 func (g *pubGroup) fits(bodies [][]byte, maxBytes int) bool {
-	return g.count+len(bodies) <= maxBatch && len(g.buf) < maxBytes
+	return g.count+len(bodies) <= maxBatch && len(g.buf)-g.room < maxBytes
+}
+
+// encodedSize is what appendBytes adds to a buffer for bodies.
+func encodedSize(bodies [][]byte) int {
+	n := 0
+	for _, b := range bodies {
+		n += uvarintLen(uint64(len(b))) + len(b)
+	}
+	return n
+}
+
+func uvarintLen(v uint64) int {
+	n := 1
+	for ; v >= 0x80; v >>= 7 {
+		n++
+	}
+	return n
 }
 
 // publish commits bodies, alone or with others; it returns the entry's
@@ -83,8 +113,7 @@ func (p *publishGroups) publish(ctx context.Context, topic string, deferFor time
 			return fmt.Errorf("%w: %v", ErrNotCommitted, ctx.Err())
 		}
 	}
-	g := &pubGroup{ready: make(chan struct{}), done: make(chan struct{})}
-	g.add(bodies)
+	g := newPubGroup(topic, bodies)
 	queued := l.inFlight >= p.maxInFlight
 	if queued {
 		l.waiting = append(l.waiting, g)
@@ -97,7 +126,7 @@ func (p *publishGroups) publish(ctx context.Context, topic string, deferFor time
 		// wait ends when an entry of the lane is committed or fails.
 		<-g.ready
 	}
-	g.err = p.commit(publishData(key, time.Now().UnixNano(), g.count, g.buf))
+	g.err = p.commit(publishData(key, time.Now().UnixNano(), g))
 	close(g.done)
 	p.next(key, l)
 	return g.err
@@ -118,15 +147,25 @@ func (p *publishGroups) next(key pubKey, l *pubLane) {
 	}
 }
 
-// publishData is a publish entry of count bodies already encoded in
-// bodies, as entry.encode makes it.
-func publishData(key pubKey, ts int64, count int, bodies []byte) []byte {
-	b := make([]byte, 0, 32+len(key.topic)+len(bodies))
-	b = append(b, entryVersion, byte(opPublish))
-	b = appendString(b, key.topic)
-	b = appendString(b, "")
-	b = binary.AppendVarint(b, ts)
-	b = binary.AppendVarint(b, key.deferFor)
-	b = binary.AppendUvarint(b, uint64(count))
-	return append(b, bodies...)
+// headerRoom is the most a publish entry's header takes before its
+// bodies (publishData): two bytes, the topic with its length, an empty
+// channel, and three varints.
+func headerRoom(topic string) int {
+	return 2 + binary.MaxVarintLen64 + len(topic) + 1 + 3*binary.MaxVarintLen64
+}
+
+// publishData is g's publish entry, as entry.encode makes it: the header
+// is written into the room before the bodies, and the entry is the tail
+// of g.buf from there.
+func publishData(key pubKey, ts int64, g *pubGroup) []byte {
+	var a [128]byte
+	h := append(a[:0], entryVersion, byte(opPublish))
+	h = appendString(h, key.topic)
+	h = appendString(h, "")
+	h = binary.AppendVarint(h, ts)
+	h = binary.AppendVarint(h, key.deferFor)
+	h = binary.AppendUvarint(h, uint64(g.count))
+	start := g.room - len(h)
+	copy(g.buf[start:], h)
+	return g.buf[start:]
 }

@@ -1,9 +1,12 @@
 package replication
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -219,4 +222,45 @@ func (p *publishGroups) waitingMessages(topic string, deferFor time.Duration) in
 		}
 	}
 	return n
+}
+
+// TestPublishDataIsEncode: a group's entry, its header written into the
+// room before its bodies, is byte for byte what entry.encode makes (but
+// for the version byte: encode writes the oldest that has the fields), for
+// bodies whose lengths take one to three varint bytes, groups that grew
+// as publishes joined them, and topics up to the longest name.
+func TestPublishDataIsEncode(t *testing.T) {
+	sizes := [][]int{{0}, {1, 127, 128}, {200, 200, 200}, {70000}, {5, 16384, 3}}
+	for _, topic := range []string{"t", strings.Repeat("n", 64)} {
+		for _, deferFor := range []int64{0, int64(time.Hour)} {
+			for _, first := range sizes {
+				for _, joined := range sizes {
+					parts := [][][]byte{makeBodies(first), makeBodies(joined), makeBodies(first)}
+					g := newPubGroup(topic, parts[0])
+					g.add(parts[1])
+					g.add(parts[2])
+					key := pubKey{topic, deferFor}
+					const ts = 1764800000123456789
+					got := publishData(key, ts, g)
+					all := slices.Concat(parts...)
+					want := (&entry{op: opPublish, topic: topic, ts: ts, deferFor: deferFor, bodies: all}).encode()
+					if !bytes.Equal(got[1:], want[1:]) {
+						t.Fatalf("topic %q defer %d sizes %v+%v: publishData differs from encode (%d against %d bytes)",
+							topic, deferFor, first, joined, len(got), len(want))
+					}
+					if e, err := decodeEntry(got); err != nil || len(e.bodies) != len(all) {
+						t.Fatalf("topic %q sizes %v+%v: decoded %v, %v", topic, first, joined, e, err)
+					}
+				}
+			}
+		}
+	}
+}
+
+func makeBodies(sizes []int) [][]byte {
+	out := make([][]byte, len(sizes))
+	for i, n := range sizes {
+		out[i] = bytes.Repeat([]byte{byte('a' + i)}, n)
+	}
+	return out
 }

@@ -145,10 +145,10 @@ func (c *conn) ready(rdy int) error {
 	return c.w.Flush()
 }
 
-// consume FINs every message, checking its body is size bytes, and adds
-// one to delivered per message until ctx ends (then it closes the
-// connection and returns nil).
-func (c *conn) consume(ctx context.Context, size int, delivered *atomic.Int64) error {
+// consume FINs every message, checking its body is size bytes, and calls
+// got with each body (valid until the next read) until ctx ends (then it
+// closes the connection and returns nil).
+func (c *conn) consume(ctx context.Context, size int, got func(body []byte)) error {
 	stop := context.AfterFunc(ctx, func() { c.c.Close() })
 	defer stop()
 	for {
@@ -171,7 +171,7 @@ func (c *conn) consume(ctx context.Context, size int, delivered *atomic.Int64) e
 			c.w.WriteString("FIN ")
 			c.w.Write(data[msgIDStart:msgIDEnd])
 			c.w.WriteByte('\n')
-			delivered.Add(1)
+			got(data[msgIDEnd:])
 		case benchproto.FrameTypeResponse:
 			if string(data) == benchproto.Heartbeat {
 				c.w.WriteString("NOP\n")

@@ -53,7 +53,7 @@ func (g *consumerGroup) start(ctx context.Context, rdy int) error {
 		g.wg.Add(1)
 		go func() {
 			defer g.wg.Done()
-			if err := c.consume(ctx, g.size, &g.delivered); err != nil {
+			if err := c.consume(ctx, g.size, func([]byte) { g.delivered.Add(1) }); err != nil {
 				g.errc <- err
 			}
 		}()

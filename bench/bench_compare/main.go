@@ -12,7 +12,8 @@
 // scenario checks that exactly the messages published arrived: a mismatch
 // ends the run with an error.
 //
-// Scenarios (--scenarios, comma separated; latency runs only when named):
+// Scenarios (--scenarios, comma separated; latency and spread run only
+// when named):
 //
 //	pubsub  --pub-conns connections MPUB 200 × 200 B for --pub-duration
 //	        (--mem-queue-size=1000000), then --sub-conns readers with
@@ -36,6 +37,13 @@
 //	        MPUB 10 × 500 B to the topics in turn and waiting for every OK,
 //	        --burt-consumers consumers (RDY 100) spread over the topics,
 //	        --mem-queue-size=0, for --burt-duration; end to end
+//	spread  how the messages of one MPUB are shared among a channel's
+//	        consumers: 5 consumers (RDY 100), 4 publishers MPUB 10 × 500 B
+//	        for --spread-duration, with the memory queue and with
+//	        --mem-queue-size=0; the share of MPUBs that went to one
+//	        consumer, that reached all five, and the consumers an MPUB
+//	        reached on average (a behaviour, not a speed; runs only when
+//	        named)
 //	stats   GET /stats?format=json with --stats-topics × --stats-channels
 //	        channels, and with 1 topic × --stats-wide-channels (median of
 //	        --stats-requests requests, and the daemon's CPU per request)
@@ -102,6 +110,7 @@ type config struct {
 
 	burtTopics, burtPublishers, burtConsumers int
 	burtDuration                              time.Duration
+	spreadDuration                            time.Duration
 
 	statsTopics, statsChannelsPerTopic, statsWideChannels, statsRequests int
 
@@ -135,6 +144,7 @@ func defaultConfig() config {
 		burtPublishers:        4,
 		burtConsumers:         120,
 		burtDuration:          5 * time.Second,
+		spreadDuration:        2 * time.Second,
 		statsTopics:           2000,
 		statsChannelsPerTopic: 2,
 		statsWideChannels:     10000,
@@ -200,7 +210,7 @@ func bindFlags(fs *flag.FlagSet, c *config) {
 	})
 	fs.StringVar(&c.nsqName, "nsq-name", c.nsqName, "column name of the --nsq daemon (to compare two builds of ours, say which)")
 	fs.IntVar(&c.rounds, "rounds", c.rounds, "rounds of every scenario")
-	fs.Func("scenarios", "comma-separated scenarios (default "+strings.Join(c.scenarios, ",")+"; also latency)", func(s string) error {
+	fs.Func("scenarios", "comma-separated scenarios (default "+strings.Join(c.scenarios, ",")+"; also latency, spread)", func(s string) error {
 		c.scenarios = strings.Split(s, ",")
 		return nil
 	})
@@ -214,6 +224,7 @@ func bindFlags(fs *flag.FlagSet, c *config) {
 	fs.IntVar(&c.burtPublishers, "burt-publishers", c.burtPublishers, "burt: publishing connections")
 	fs.IntVar(&c.burtConsumers, "burt-consumers", c.burtConsumers, "burt: consuming connections")
 	fs.DurationVar(&c.burtDuration, "burt-duration", c.burtDuration, "burt: how long to publish")
+	fs.DurationVar(&c.spreadDuration, "spread-duration", c.spreadDuration, "spread: how long to publish, per queue mode")
 	fs.IntVar(&c.statsTopics, "stats-topics", c.statsTopics, "stats: topics of the first shape")
 	fs.IntVar(&c.statsChannelsPerTopic, "stats-channels", c.statsChannelsPerTopic, "stats: channels per topic of the first shape")
 	fs.IntVar(&c.statsWideChannels, "stats-wide-channels", c.statsWideChannels, "stats: channels of the one-topic shape")
@@ -248,7 +259,7 @@ func (c *config) validate() error {
 		c.statsRequests, c.idleCount, c.httpWorkers, c.profileSeconds,
 		c.latencyProducers, c.latencyConsumers, c.latencyRDY}
 	positive = append(positive, c.latencyRates...)
-	if slices.Min(positive) <= 0 || c.pubDuration <= 0 || c.burtDuration <= 0 || c.stall <= 0 ||
+	if slices.Min(positive) <= 0 || c.pubDuration <= 0 || c.burtDuration <= 0 || c.spreadDuration <= 0 || c.stall <= 0 ||
 		c.latencyWarmup < 0 || c.latencyDuration <= 0 || len(c.latencyRates) == 0 {
 		return errors.New("counts and durations must be positive")
 	}

@@ -23,6 +23,7 @@ func TestOneTinyRoundOfEveryScenario(t *testing.T) {
 	cfg.rounds = 1
 	cfg.pubDuration = 100 * time.Millisecond
 	cfg.burtDuration = 100 * time.Millisecond
+	cfg.spreadDuration = 100 * time.Millisecond
 	cfg.burtTopics, cfg.burtConsumers = 3, 6
 	cfg.fanoutChannels, cfg.fanoutMsgs, cfg.routeMsgs = 5, 250, 250
 	cfg.statsTopics, cfg.statsWideChannels, cfg.statsRequests = 20, 50, 2
@@ -46,7 +47,7 @@ func TestOneTinyRoundOfEveryScenario(t *testing.T) {
 	clientProfDir := t.TempDir()
 	cfg.clientProfileDir = clientProfDir
 	cfg.oursFlags = []string{"--delivery-burst=4"} // given to every start, the cluster's nodes too
-	cfg.scenarios = []string{"pubsub", "pubsub-gonsq", "disk", "replicated", "fanout", "route", "burt", "stats", "latency"}
+	cfg.scenarios = []string{"pubsub", "pubsub-gonsq", "disk", "replicated", "fanout", "route", "burt", "stats", "latency", "spread"}
 	res, err := run(ctx, &cfg, &progress)
 	if err != nil {
 		t.Fatalf("run: %v\n%s", err, progress.String())
@@ -78,7 +79,8 @@ func TestOneTinyRoundOfEveryScenario(t *testing.T) {
 		{"replicated", "PUB msgs/s"}, {"replicated", "SUB msgs/s"}, {"replicated", "peak RSS (MB)"},
 		{"fanout", "delivered msgs/s"}, {"fanout", "CPU µs/msg"}, {"fanout", "peak RSS (MB)"},
 		{"route", "routed channel-msgs/s"}, {"route", "CPU µs/channel-msg"}, {"route", "RSS per held channel-msg (B)"},
-		{"burt", "end-to-end msgs/s"}, {"burt", "CPU µs/msg"},
+		{"burt", "end-to-end msgs/s"}, {"burt", "CPU µs/msg"}, {"burt", "client CPU µs/msg"},
+		{"spread", "memory consumers per MPUB"}, {"spread", "mem0 consumers per MPUB"},
 		{"pubsub", "PUB syscalls/msg"}, {"pubsub", "SUB syscalls/msg"}, {"replicated", "PUB syscalls/msg"},
 		{"fanout", "syscalls/msg"}, {"burt", "syscalls/msg"}, {"latency", "memory, 2k msg/s: syscalls/msg"},
 		{"stats", "/stats, 20 topics × 2 channels (ms)"}, {"stats", "/stats, 1 topic × 50 channels (ms)"},

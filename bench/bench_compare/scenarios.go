@@ -40,6 +40,7 @@ var scenarios = []scenario{
 	// Two daemons × two queue modes × three rates of 12 s each: about
 	// 2.5 minutes a round, too long for the default run.
 	{name: "latency", run: latency, optional: true},
+	{name: "spread", run: spread, optional: true},
 }
 
 const (

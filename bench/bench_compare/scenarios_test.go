@@ -22,14 +22,19 @@ func TestCheckStatsCount(t *testing.T) {
 	}
 }
 
-// latency runs only when asked for; every other scenario runs by default.
+// latency and spread run only when asked for; every other scenario runs
+// by default.
 func TestDefaultScenarios(t *testing.T) {
 	cfg := defaultConfig()
-	if slices.Contains(cfg.scenarios, "latency") || len(cfg.scenarios) != len(scenarios)-1 {
-		t.Fatalf("default scenarios %v, want all but latency", cfg.scenarios)
+	optional := []string{"latency", "spread"}
+	if slices.ContainsFunc(cfg.scenarios, func(s string) bool { return slices.Contains(optional, s) }) ||
+		len(cfg.scenarios) != len(scenarios)-len(optional) {
+		t.Fatalf("default scenarios %v, want all but %v", cfg.scenarios, optional)
 	}
-	cfg.scenarios = []string{"latency"}
-	if err := cfg.validate(); err != nil {
-		t.Fatalf("latency by name: %v", err)
+	for _, name := range optional {
+		cfg.scenarios = []string{name}
+		if err := cfg.validate(); err != nil {
+			t.Fatalf("%s by name: %v", name, err)
+		}
 	}
 }

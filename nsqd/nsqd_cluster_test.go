@@ -1353,3 +1353,43 @@ func TestReplicatedDeleteFinishedByTheGroupLeader(t *testing.T) {
 	all[0].mustDo("POST", "/pub?topic="+topic, "again", 200)
 	waitHeld(t, holders(all), topic, "c", "the new topic's publish held", 1)
 }
+
+// TestReplicatedMPUBBuffersServeTheNext: an MPUB's read buffer serves the
+// connection's next MPUB once a replicated publish returns (the commit
+// holds a copy), so MPUBs of one size in a row, on the leader and through
+// a follower (one body each too, forwarded as /pub), must each arrive
+// with their own bodies, none overwritten by a later MPUB's.
+func TestReplicatedMPUBBuffersServeTheNext(t *testing.T) {
+	nodes := startTestCluster(t, 3)
+	const topic = "reused"
+	createReplicated(t, nodes, nodes[0], nodes[0], topic, "c")
+	leader := leaderOfTopic(t, nodes, topic)
+	follower := followerOf(nodes, leader)
+
+	var want []string
+	for _, via := range []*testDaemon{leader, follower} {
+		p := newProducer(t, via.tcp)
+		for batch := range 20 {
+			size := 30
+			if batch%2 == 1 {
+				size = 1
+			}
+			bs := make([][]byte, size)
+			for i := range bs {
+				bs[i] = fmt.Appendf(nil, "%s-%03d-%03d", via.tcp, batch, i)
+				want = append(want, string(bs[i]))
+			}
+			if err := p.MultiPublish(topic, bs); err != nil {
+				t.Fatalf("MPUB %d through %s: %v", batch, via.tcp, err)
+			}
+		}
+	}
+	s := newSink()
+	cfg := nsqConfig()
+	cfg.MaxInFlight = 100
+	newConsumer(t, leader.tcp, topic, "c", cfg, s)
+	testutil.WaitFor(t, "every MPUB's messages consumed", 30*time.Second, func() bool { return s.received() >= len(want) })
+	if !s.has(want) || s.distinct() != len(want) {
+		t.Fatalf("consumed %d distinct bodies of %d published (%d deliveries); a later MPUB overwrote an earlier one's", s.distinct(), len(want), s.received())
+	}
+}

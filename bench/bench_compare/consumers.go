@@ -17,6 +17,9 @@ type consumerGroup struct {
 	conns     []*conn
 	size      int // expected body size
 	delivered atomic.Int64
+	// onMessage, when set before start, sees each body and the index of
+	// the connection it came on (the body is valid only during the call).
+	onMessage func(conn int, body []byte)
 	errc      chan error // the first error of each consumer, buffered for all
 	cancel    context.CancelFunc
 	wg        sync.WaitGroup
@@ -45,7 +48,7 @@ func subscribeAll(ctx context.Context, addr string, subs []subscription, size, b
 // start sends RDY rdy on every connection and consumes until stop.
 func (g *consumerGroup) start(ctx context.Context, rdy int) error {
 	ctx, g.cancel = context.WithCancel(ctx)
-	for _, c := range g.conns {
+	for i, c := range g.conns {
 		if err := c.ready(rdy); err != nil {
 			g.stop()
 			return fmt.Errorf("RDY: %w", err)
@@ -53,7 +56,12 @@ func (g *consumerGroup) start(ctx context.Context, rdy int) error {
 		g.wg.Add(1)
 		go func() {
 			defer g.wg.Done()
-			if err := c.consume(ctx, g.size, func([]byte) { g.delivered.Add(1) }); err != nil {
+			if err := c.consume(ctx, g.size, func(body []byte) {
+				if g.onMessage != nil {
+					g.onMessage(i, body)
+				}
+				g.delivered.Add(1)
+			}); err != nil {
 				g.errc <- err
 			}
 		}()

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/bits"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -56,45 +57,16 @@ func spreadOnce(ctx context.Context, e *env, label, flag string) (one, all, mean
 	}
 	defer func() { err = e.stop(ctx, d, label, err) }()
 
-	subs, err := dialAll(spreadConsumers, func(int) (*conn, error) {
-		c, err := dial(ctx, d.TCPAddr, burtBuf)
-		if err != nil {
-			return nil, err
-		}
-		if err := c.subscribe(benchTopic, benchChannel); err != nil {
-			c.Close()
-			return nil, err
-		}
-		return c, nil
-	})
+	g, err := subscribeAll(ctx, d.TCPAddr, slices.Repeat([]subscription{{benchTopic, benchChannel}}, spreadConsumers), spreadSize, burtBuf)
 	if err != nil {
 		return 0, 0, 0, fmt.Errorf("subscribe: %w", err)
 	}
+	defer g.stop()
 	reached := &mpubReach{seen: make(map[uint64]uint8)}
-	ctx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	errc := make(chan error, spreadConsumers)
-	for i, c := range subs {
-		if err := c.ready(spreadRDY); err != nil {
-			cancel()
-			wg.Wait()
-			return 0, 0, 0, fmt.Errorf("RDY: %w", err)
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := c.consume(ctx, spreadSize, func(body []byte) { reached.add(binary.BigEndian.Uint64(body), i) }); err != nil {
-				errc <- err
-			}
-		}()
+	g.onMessage = func(conn int, body []byte) { reached.add(binary.BigEndian.Uint64(body), conn) }
+	if err := g.start(ctx, spreadRDY); err != nil {
+		return 0, 0, 0, err
 	}
-	defer func() {
-		cancel()
-		for _, c := range subs {
-			c.Close()
-		}
-		wg.Wait()
-	}()
 
 	pubs, err := dialAll(spreadPublishers, func(int) (*conn, error) { return dial(ctx, d.TCPAddr, burtBuf) })
 	if err != nil {
@@ -118,7 +90,10 @@ func spreadOnce(ctx context.Context, e *env, label, flag string) (one, all, mean
 	if err != nil {
 		return 0, 0, 0, fmt.Errorf("publish: %w", err)
 	}
-	if err := waitCount(ctx, &reached.messages, published, e.cfg.stall, errc); err != nil {
+	if err := g.wait(ctx, published, e.cfg.stall); err != nil {
+		return 0, 0, 0, err
+	}
+	if err := g.finish(published); err != nil {
 		return 0, 0, 0, err
 	}
 	return reached.shares()
@@ -140,16 +115,14 @@ func taggedMPUB(topic string, tag uint64) []byte {
 
 // mpubReach records, per MPUB tag, the consumers its messages reached.
 type mpubReach struct {
-	mu       sync.Mutex
-	seen     map[uint64]uint8 // bit i: consumer i got one of its messages
-	messages atomic.Int64
+	mu   sync.Mutex
+	seen map[uint64]uint8 // bit i: consumer i got one of its messages
 }
 
 func (r *mpubReach) add(tag uint64, consumer int) {
 	r.mu.Lock()
 	r.seen[tag] |= 1 << consumer
 	r.mu.Unlock()
-	r.messages.Add(1)
 }
 
 func (r *mpubReach) shares() (one, all, mean float64, err error) {
